@@ -1,0 +1,39 @@
+# Runs one compile-fail case (cmake -P). The source holds a valid program and,
+# under `#ifdef KILN_SHOULD_FAIL`, the misuse. Lines `// expect: <regex>` give
+# what the compiler must say. The case passes when the valid twin compiles and
+# the misuse fails to compile with every expected line in its diagnostics.
+foreach(var CXX INCLUDES SOURCE WORK_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "kiln_compile_fail.cmake: ${var} is not set")
+  endif()
+endforeach()
+set(_flags -std=c++20 -fsyntax-only)
+foreach(dir IN LISTS INCLUDES)
+  if(dir)
+    list(APPEND _flags -isystem ${dir})
+  endif()
+endforeach()
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+execute_process(COMMAND ${CXX} ${_flags} ${SOURCE} RESULT_VARIABLE ok_rc ERROR_VARIABLE ok_err OUTPUT_QUIET)
+if(NOT ok_rc EQUAL 0)
+  message(FATAL_ERROR "the valid twin of ${SOURCE} does not compile:\n${ok_err}")
+endif()
+
+execute_process(COMMAND ${CXX} ${_flags} -DKILN_SHOULD_FAIL ${SOURCE} RESULT_VARIABLE ko_rc ERROR_VARIABLE ko_err
+                OUTPUT_QUIET)
+if(ko_rc EQUAL 0)
+  message(FATAL_ERROR "the misuse in ${SOURCE} compiled, but it must be rejected")
+endif()
+
+file(STRINGS ${SOURCE} _expects REGEX "^// expect: ")
+if(NOT _expects)
+  message(FATAL_ERROR "${SOURCE} has no `// expect:` line")
+endif()
+foreach(line IN LISTS _expects)
+  string(REGEX REPLACE "^// expect: " "" regex "${line}")
+  if(NOT ko_err MATCHES "${regex}")
+    message(FATAL_ERROR "the diagnostics for ${SOURCE} do not match `${regex}`:\n${ko_err}")
+  endif()
+endforeach()
+message(STATUS "rejected as documented: ${SOURCE}")

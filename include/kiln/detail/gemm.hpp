@@ -1,0 +1,95 @@
+// kiln/detail/gemm.hpp — C (+)= op(A)·op(B) on column-major buffers, with
+// packing space owned by the caller, so that a training step allocates nothing.
+//
+// Eigen's public product API allocates its packing buffers on the heap for
+// large operands, once per product. kiln calls the same kernel (Eigen's GEBP)
+// through Eigen's level-3 entry point and hands it buffers from the program's
+// workspace, sized once when the program is built.
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <algorithm>
+#include <cassert>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include <Eigen/Core>
+
+static_assert(EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION >= 3,
+              "kiln needs Eigen 3.3 or 3.4 (its level-3 product entry point is used directly)");
+
+namespace kiln::detail {
+
+using index = Eigen::Index;
+
+/// Eigen's blocking descriptor, with packing buffers that kiln owns.
+template <class T>
+struct borrowed_blocking : Eigen::internal::level3_blocking<T, T> {
+  borrowed_blocking(T* a, T* b, index m, index n, index k) {
+    this->m_blockA = a;
+    this->m_blockB = b;
+    this->m_mc = m;
+    this->m_nc = n;
+    this->m_kc = k;
+  }
+};
+
+/// Packing space for every GEMM a program runs. `reserve` each shape once
+/// (when the program is built); `run` never allocates.
+template <class T>
+class gemm_scratch {
+ public:
+  void reserve(index m, index n, index k) {
+    auto [kc, mc, nc] = blocking(m, n, k);
+    need_a_ = std::max(need_a_, static_cast<std::size_t>(kc * mc));
+    need_b_ = std::max(need_b_, static_cast<std::size_t>(kc * nc));
+    if (need_a_ > cap_a_) a_ = allocate(need_a_, cap_a_);
+    if (need_b_ > cap_b_) b_ = allocate(need_b_, cap_b_);
+  }
+
+  /// C(m×n, leading dimension ldc) = beta·C + op(A)·op(B), all column-major,
+  /// where op(A) is m×k and op(B) is k×n; beta is 0 (overwrite) or 1.
+  template <bool TransA, bool TransB>
+  void run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc,
+           bool accumulate) {
+    if (!accumulate) {
+      for (index j = 0; j < n; ++j) std::memset(c + j * ldc, 0, sizeof(T) * static_cast<std::size_t>(m));
+    }
+    if (m == 0 || n == 0 || k == 0) return;
+    auto [kc, mc, nc] = blocking(m, n, k);
+    assert(static_cast<std::size_t>(kc * mc) <= cap_a_ && static_cast<std::size_t>(kc * nc) <= cap_b_ &&
+           "kiln: gemm shape was not reserved");
+    borrowed_blocking<T> bl(a_.get(), b_.get(), mc, nc, kc);
+    constexpr int lhs_order = TransA ? Eigen::RowMajor : Eigen::ColMajor;
+    constexpr int rhs_order = TransB ? Eigen::RowMajor : Eigen::ColMajor;
+    Eigen::internal::general_matrix_matrix_product<index, T, lhs_order, false, T, rhs_order, false,
+                                                   Eigen::ColMajor, 1>::run(m, n, k, a, lda, b, ldb, c, 1,
+                                                                            ldc, T(1), bl);
+  }
+
+ private:
+  struct free_aligned {
+    void operator()(T* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  using buffer = std::unique_ptr<T[], free_aligned>;
+
+  struct sizes {
+    index kc, mc, nc;
+  };
+  static sizes blocking(index m, index n, index k) {
+    index kc = k, mc = m, nc = n;
+    Eigen::internal::computeProductBlockingSizes<T, T, 1>(kc, mc, nc, index{1});
+    return {kc, mc, nc};
+  }
+  static buffer allocate(std::size_t n, std::size_t& cap) {
+    cap = n;
+    return buffer(static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64})));
+  }
+
+  buffer a_, b_;
+  std::size_t need_a_ = 0, need_b_ = 0, cap_a_ = 0, cap_b_ = 0;
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,5 @@
+// Included first by every header in kiln/detail/: internals are reached
+// through the public headers, never directly.
+#ifndef KILN_FWD_INCLUDED
+#error "kiln/detail/ holds kiln's internals: include <kiln/kiln.hpp> or a public kiln header instead"
+#endif

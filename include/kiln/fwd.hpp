@@ -1,0 +1,50 @@
+// kiln/fwd.hpp — forward declarations of kiln's public vocabulary.
+//
+// Include this when you only need to name kiln types (in a header of your
+// own, say); include <kiln/kiln.hpp> or a feature header to use them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#define KILN_FWD_INCLUDED 1
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+
+namespace kiln {
+
+/// Extents known at compile time: `shape<28, 28>` is a 28×28 sample.
+template <std::size_t... Extents> struct shape;
+
+/// The first entry of a model: the shape of one input sample (rank 1 to 3).
+template <std::size_t... Extents> struct input;
+
+/// `model<input<...>, Layers...>`: a flat, typed list of layers.
+template <class Input, class... Layers> struct model;
+
+/// Compile options: samples per step, and the scalar type of the program.
+template <std::size_t B> struct batch;
+template <class Scalar> struct precision;
+
+/// Layers.
+struct no_bias;
+template <std::size_t Units, class... Options> struct dense;
+struct flatten;
+struct relu;
+struct tanh;
+struct sigmoid;
+
+/// Losses.
+template <std::size_t Classes = 0> struct softmax_cross_entropy;
+struct mse;
+
+/// Optimizers.
+struct sgd;
+
+/// The compiled program and its trainer.
+template <class Model, std::size_t Batch, class Scalar, class Loss> class program;
+template <class Program, class Optimizer> class trainer;
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+// kiln/kiln.hpp — everything kiln offers, in one include.
+//
+//   #include <kiln/kiln.hpp>
+//   using namespace kiln;
+//   using mlp = model<input<784>, dense<256>, relu, dense<128>, relu, dense<10>>;
+//   auto program = compile<mlp, batch<64>>(/*seed=*/1);
+//   trainer t{program, sgd{.lr = 0.05f, .momentum = 0.9f}};
+//   t.fit(data.train, epochs{10}, {.validation = &data.test});
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <kiln/compile.hpp>
+#include <kiln/data/dataset.hpp>
+#include <kiln/data/fashion_mnist.hpp>
+#include <kiln/data/idx.hpp>
+#include <kiln/format.hpp>
+#include <kiln/input.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/layers/dense.hpp>
+#include <kiln/layers/flatten.hpp>
+#include <kiln/layers/relu.hpp>
+#include <kiln/layers/sigmoid.hpp>
+#include <kiln/layers/tanh.hpp>
+#include <kiln/losses/mse.hpp>
+#include <kiln/losses/softmax_cross_entropy.hpp>
+#include <kiln/model.hpp>
+#include <kiln/optim/sgd.hpp>
+#include <kiln/random.hpp>
+#include <kiln/shape.hpp>
+#include <kiln/trainer.hpp>

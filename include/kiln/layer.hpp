@@ -1,0 +1,93 @@
+// kiln/layer.hpp — what a layer is, for those who write one.
+//
+// WHAT A LAYER IS
+//   A layer *spec* (`dense<256>`, `relu`) is an empty type. Bound to the shape
+//   of its input and its 1-based position in a model, it yields a *bound
+//   layer*: `Spec::bind<InputShape, Position>`, which provides
+//
+//     input_shape, output_shape     kiln::shape types (one sample each)
+//     parameters                    a hana::tuple_t of kiln::param<Tag, Shape, Init>
+//     is_view                       true when the output is the input's memory
+//                                   reinterpreted (flatten): forward and
+//                                   backward are then never called
+//     reserve<B>(gemm_scratch&)     (optional) the products a batch of B runs
+//     forward(ctx), backward(ctx)   over a kiln::detail::layer_context
+//
+//   A shape the layer cannot take is a static_assert inside `bind`, whose
+//   condition names the layer, its position and the shape (see docs/models.md).
+//
+// LAWS
+//   * output_shape depends only on input_shape and the spec.
+//   * The gradient of a parameter has the parameter's shape and lives at the
+//     same offset of the gradient buffer; backward *adds* to it (so a weight
+//     used twice receives the sum of its uses' gradients).
+//   * backward writes ctx.dx (the input gradient) unless it is null.
+//
+// THREAD SAFETY
+//   Bound layers are stateless; everything they touch comes in the context.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cstddef>
+#include <string>
+
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include <kiln/shape.hpp>
+
+namespace kiln {
+
+/// How a parameter starts. `automatic` lets the model choose from the layer
+/// that follows: He (normal, fan-in) before relu, Glorot (uniform) otherwise.
+enum class init { automatic, he_normal, glorot_uniform, zeros, ones };
+
+/// One parameter of a layer: its identity (Tag), its shape and its start.
+template <class Tag, Shape S, init Init>
+struct param {
+  using tag = Tag;
+  using shape_type = S;
+  static constexpr init initializer = Init;
+};
+
+/// Evidence in diagnostics: "the layer `Spec` at position `Position`".
+template <std::size_t Position, class Spec>
+struct layer_at {};
+
+namespace detail {
+/// The tag of a weight nobody named: unique per (layer position, slot).
+template <std::size_t Position, std::size_t Slot>
+struct auto_tag {};
+}  // namespace detail
+
+/// `Layer<L>`: L is a layer spec (it can be listed in a kiln::model).
+template <class L>
+concept Layer = requires {
+  typename L::kiln_layer;
+  { L::name() } -> std::convertible_to<std::string>;
+};
+
+/// `BoundLayer<B>`: the result of binding a layer spec to an input shape.
+template <class B>
+concept BoundLayer = requires {
+  requires Shape<typename B::input_shape>;
+  requires Shape<typename B::output_shape>;
+  typename B::spec;
+  { B::position } -> std::convertible_to<std::size_t>;
+  { B::is_view } -> std::convertible_to<bool>;
+  B::parameters;
+};
+
+/// Layer specs whose preceding weight prefers He initialisation say so by
+/// declaring `static constexpr init init_hint = init::he_normal;`.
+template <class L>
+constexpr init init_hint_of() {
+  if constexpr (requires { L::init_hint; }) {
+    return L::init_hint;
+  } else {
+    return init::glorot_uniform;
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,126 @@
+// kiln/layers/dense.hpp — fully connected layer.
+//
+// WHAT IT COMPUTES
+//   y = W·x + b for every sample, W of shape<Units, In> (row-major, as
+//   PyTorch's nn.Linear.weight), b of shape<Units>.
+//
+// SHAPE CONTRACT
+//   input shape<In>  →  output shape<Units>
+//   parameters: weight shape<Units, In> (He before relu, Glorot otherwise),
+//               bias shape<Units> (zeros) unless `no_bias` is given.
+//
+// REQUIREMENTS
+//   Units ≥ 1. The input is a vector (rank 1): put kiln::flatten before a
+//   dense layer fed an image. Options: `no_bias`.
+//
+// THREAD SAFETY
+//   Stateless; see kiln/layer.hpp.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include <Eigen/Core>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include <kiln/detail/layer_context.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+
+namespace kiln {
+
+/// Option of dense: no bias term (y = W·x).
+struct no_bias {};
+
+namespace diagnostics {
+template <class LayerAt, class InputShape>
+inline constexpr bool dense_input_must_be_a_vector_use_flatten_first = InputShape::rank == 1;
+template <std::size_t Units>
+inline constexpr bool dense_units_must_be_at_least_1 = Units > 0;
+template <class Option>
+inline constexpr bool dense_option_must_be_no_bias = std::is_same_v<Option, no_bias>;
+}  // namespace diagnostics
+
+template <std::size_t Units, class... Options>
+struct dense {
+  static_assert(diagnostics::dense_units_must_be_at_least_1<Units>, "kiln::dense<Units>: Units must be at least 1");
+  static_assert((diagnostics::dense_option_must_be_no_bias<Options> && ...),
+                "kiln::dense<Units, Options...>: the only option is kiln::no_bias");
+
+  using kiln_layer = void;
+  static constexpr std::size_t units = Units;
+  static constexpr bool has_bias = !(std::is_same_v<Options, no_bias> || ...);
+
+  static std::string name() { return "dense<" + std::to_string(Units) + (has_bias ? ">" : ", no_bias>"); }
+
+  template <Shape In, std::size_t Position>
+  struct bind {
+    static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In>,
+                  "kiln::dense: the input must be a vector (rank 1); put kiln::flatten before this layer");
+
+    using spec = dense;
+    using input_shape = In;
+    using output_shape = shape<Units>;
+    static constexpr std::size_t position = Position;
+    static constexpr bool is_view = false;
+    static constexpr std::size_t in = In::size;
+
+    using weight_tag = detail::auto_tag<Position, 0>;
+    using bias_tag = detail::auto_tag<Position, 1>;
+    using weight_param = param<weight_tag, shape<Units, in>, init::automatic>;
+    using bias_param = param<bias_tag, shape<Units>, init::zeros>;
+
+    static constexpr auto parameters = [] {
+      if constexpr (has_bias) {
+        return boost::hana::tuple_t<weight_param, bias_param>;
+      } else {
+        return boost::hana::tuple_t<weight_param>;
+      }
+    }();
+
+    template <std::size_t B, class T>
+    static void reserve(detail::gemm_scratch<T>& g) {
+      g.reserve(Units, B, in);  // forward
+      g.reserve(in, B, Units);  // input gradient
+      g.reserve(in, Units, B);  // weight gradient
+    }
+
+    // Column-major views: x is in×B, y is Units×B, and the row-major
+    // [Units, in] weight is the column-major in×Units matrix Wc, so y = Wcᵀx.
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      constexpr std::size_t B = Ctx::batch;
+      if constexpr (has_bias) {
+        Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>> b(c.template param<bias_tag>(), Units);
+        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> y(c.y, Units, B);
+        y.colwise() = b;
+      }
+      c.gemm->template run<true, false>(Units, B, in, c.template param<weight_tag>(), in, c.x, in, c.y, Units,
+                                        has_bias);
+    }
+
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      constexpr std::size_t B = Ctx::batch;
+      // dWc (in×Units) += x · dyᵀ
+      c.gemm->template run<false, true>(in, Units, B, c.x, in, c.dy, Units, c.template grad<weight_tag>(), in,
+                                        true);
+      if constexpr (has_bias) {
+        Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> dy(c.dy, Units, B);
+        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> db(c.template grad<bias_tag>(), Units);
+        db += dy.rowwise().sum();
+      }
+      // dx (in×B) = Wc · dy
+      if (c.dx) c.gemm->template run<false, false>(in, B, Units, c.template param<weight_tag>(), in, c.dy, Units,
+                                                   c.dx, in, false);
+    }
+  };
+};
+
+}  // namespace kiln

@@ -1,0 +1,35 @@
+// kiln/layers/relu.hpp — rectified linear unit.
+//
+// WHAT IT COMPUTES   y = max(x, 0), element-wise; dy/dx = 1 where y > 0.
+// SHAPE CONTRACT     input S → output S (any rank); no parameters.
+// INITIALISATION     a dense layer right before relu starts He-normal.
+// THREAD SAFETY      stateless.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <string>
+
+#include <kiln/detail/elementwise.hpp>
+
+namespace kiln {
+
+namespace detail {
+struct relu_fn {
+  template <class X, class Y>
+  static void forward(const X& x, Y& y) {
+    y = x.max(typename X::Scalar(0));
+  }
+  template <class Yv, class DY, class DX>
+  static void backward(const Yv& y, const DY& dy, DX& dx) {
+    dx = (y > typename Yv::Scalar(0)).select(dy, typename Yv::Scalar(0));
+  }
+};
+}  // namespace detail
+
+struct relu : detail::elementwise_layer<relu, detail::relu_fn> {
+  static constexpr init init_hint = init::he_normal;
+  static std::string name() { return "relu"; }
+};
+
+}  // namespace kiln

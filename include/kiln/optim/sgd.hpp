@@ -1,0 +1,84 @@
+// kiln/optim/sgd.hpp — stochastic gradient descent (PyTorch's torch.optim.SGD).
+//
+// WHAT IT COMPUTES, per parameter w with gradient g (one pass over the flat
+// buffer):
+//   g ← g + weight_decay·w
+//   v ← momentum·v + g                        (v starts at 0; dampening 0)
+//   d ← nesterov ? g + momentum·v : v          (d = g when momentum = 0)
+//   w ← w − lr·d
+//
+// REQUIREMENTS   lr > 0, 0 ≤ momentum < 1, weight_decay ≥ 0, nesterov only
+//                with momentum > 0; violated → std::invalid_argument.
+// STATE          one velocity buffer in the parameters' layout.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace kiln {
+
+struct sgd {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+
+  void validate() const {
+    if (!(lr > 0) || !std::isfinite(lr)) throw std::invalid_argument(fmt::format("kiln::sgd: lr must be > 0, got {}", lr));
+    if (!(momentum >= 0 && momentum < 1))
+      throw std::invalid_argument(fmt::format("kiln::sgd: momentum must be in [0, 1), got {}", momentum));
+    if (!(weight_decay >= 0))
+      throw std::invalid_argument(fmt::format("kiln::sgd: weight_decay must be >= 0, got {}", weight_decay));
+    if (nesterov && momentum == 0) throw std::invalid_argument("kiln::sgd: nesterov needs momentum > 0");
+  }
+
+  /// The optimizer's per-parameter state for parameters of type T.
+  template <class T>
+  class state {
+   public:
+    explicit state(std::size_t parameters) : velocity_(parameters, T(0)) {}
+
+    /// One update of `w` from `g` (same length as the state).
+    void step(const sgd& o, std::span<T> w, std::span<const T> g) noexcept {
+      const T lr = o.lr, mu = o.momentum, wd = o.weight_decay;
+      T* v = velocity_.data();
+      const std::size_t n = w.size();
+      if (mu == T(0)) {
+        for (std::size_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+      } else if (o.nesterov) {
+        for (std::size_t i = 0; i < n; ++i) {
+          const T d = g[i] + wd * w[i];
+          v[i] = mu * v[i] + d;
+          w[i] -= lr * (d + mu * v[i]);
+        }
+      } else {
+        for (std::size_t i = 0; i < n; ++i) {
+          v[i] = mu * v[i] + g[i] + wd * w[i];
+          w[i] -= lr * v[i];
+        }
+      }
+    }
+
+    std::span<T> buffer() noexcept { return velocity_; }
+
+   private:
+    std::vector<T> velocity_;
+  };
+};
+
+/// `Optimizer<O, T>`: O can update a flat buffer of T.
+template <class O, class T>
+concept Optimizer = requires(const O& o, typename O::template state<T>& s, std::span<T> w, std::span<const T> g) {
+  o.validate();
+  typename O::template state<T>;
+  s.step(o, w, g);
+};
+
+}  // namespace kiln

@@ -1,0 +1,311 @@
+// kiln/trainer.hpp — the training loop.
+//
+// WHAT IT DOES
+//   `trainer t{program, sgd{.lr = 0.05f, .momentum = 0.9f}};`
+//   `t.fit(train, epochs{10}, {.validation = &test});`
+//
+//   fit       each epoch: a shuffled order from (seed, epoch); steps of exactly
+//             B samples (the remainder of the epoch is dropped, or wrapped
+//             from the start: `remainder::wrap`); forward, backward, one
+//             optimizer step over the flat buffer. Reports a progress bar on a
+//             terminal, one line per epoch otherwise, and appends one JSON
+//             object per epoch to `metrics_log` when given.
+//   evaluate  mean loss and accuracy over every sample; the last batch is
+//             padded and masked, so nothing is skipped and shapes stay static.
+//   predict   the model's output for every sample (n × output size).
+//
+// DETERMINISM
+//   Same program seed and fit seed → bitwise-identical parameters.
+//
+// ERRORS
+//   A dataset that does not fit the model (sample size, missing labels or
+//   targets) → std::invalid_argument naming both. A loss that is not finite
+//   → kiln::training_error naming epoch and step, raised before that step's
+//   update, so the parameters are those of the last good step.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/os.h>
+
+#include <kiln/compile.hpp>
+#include <kiln/data/dataset.hpp>
+#include <kiln/detail/progress.hpp>
+#include <kiln/optim/sgd.hpp>
+#include <kiln/random.hpp>
+
+namespace kiln {
+
+/// How many passes over the training set: `epochs{10}`.
+struct epochs {
+  std::size_t count = 1;
+};
+
+/// What to do with the samples left over when an epoch does not divide into
+/// whole batches: leave them out this epoch, or fill the last batch from the
+/// start of the (shuffled) order.
+enum class remainder { drop, wrap };
+
+/// Where progress goes: `automatic` is a live bar on a terminal and one line
+/// per epoch otherwise.
+enum class progress_mode { automatic, bar, lines, none };
+
+struct fit_options {
+  const dataset* validation = nullptr;
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  kiln::remainder remainder = remainder::drop;
+  progress_mode progress = progress_mode::automatic;
+  std::filesystem::path metrics_log{};  ///< JSON lines, one per epoch (empty: none)
+  std::FILE* output = stdout;
+};
+
+struct evaluation {
+  double loss = 0;
+  double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN for regression
+  std::size_t samples = 0;
+};
+
+struct epoch_metrics {
+  std::size_t epoch = 0;
+  std::size_t steps = 0;
+  evaluation train;
+  std::optional<evaluation> validation;
+  double seconds = 0;
+  double samples_per_second = 0;
+};
+
+struct fit_history {
+  std::vector<epoch_metrics> epochs;
+};
+
+/// Training stopped because something went wrong in the numbers.
+class training_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <class Program, class Optimizer>
+class trainer {
+ public:
+  using scalar = typename Program::scalar_type;
+  using target_type = typename Program::target_type;
+  static constexpr std::size_t B = Program::batch_size;
+
+  trainer(Program& p, Optimizer opt)
+      : program_(p), optimizer_(opt), state_(p.parameters().size()), targets_(B * Program::targets_per_sample) {
+    optimizer_.validate();
+  }
+
+  Program& program() noexcept { return program_; }
+  Optimizer& optimizer() noexcept { return optimizer_; }
+
+  fit_history fit(const dataset& train, epochs n, const fit_options& o = {}) {
+    check(train, "training set");
+    if (o.validation) check(*o.validation, "validation set");
+    if (train.size() < B && !(o.remainder == remainder::wrap && train.size() > 0)) {
+      throw std::invalid_argument(fmt::format("kiln::trainer::fit: the training set '{}' has {} samples, fewer than one "
+                                              "batch of {} (use remainder::wrap to repeat samples)",
+                                              train.name, train.size(), B));
+    }
+    std::optional<fmt::ostream> log;
+    if (!o.metrics_log.empty()) log.emplace(fmt::output_file(o.metrics_log.string()));
+    const bool live = o.progress == progress_mode::bar ||
+                      (o.progress == progress_mode::automatic && detail::is_terminal(o.output));
+    const bool lines = o.progress != progress_mode::none && o.output;
+    detail::progress_bar bar(o.output, live);
+
+    fit_history history;
+    std::vector<std::size_t> order(train.size());
+    const std::size_t steps =
+        o.remainder == remainder::drop ? train.size() / B : (train.size() + B - 1) / B;
+
+    for (std::size_t e = 1; e <= n.count; ++e) {
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      if (o.shuffle) {
+        rng g(o.seed, e);
+        shuffle(std::span<std::size_t>(order), g);
+      }
+      const auto start = std::chrono::steady_clock::now();
+      double loss_sum = 0;
+      std::size_t correct = 0, seen = 0;
+      for (std::size_t s = 0; s < steps; ++s) {
+        std::array<std::size_t, B> pick;
+        for (std::size_t i = 0; i < B; ++i) pick[i] = order[(s * B + i) % order.size()];
+        load(train, pick, B);
+        program_.forward();
+        const loss_value r = program_.backward(std::span<const target_type>(targets_));
+        if (!std::isfinite(r.loss)) {
+          bar.clear();
+          throw training_error(fmt::format("kiln::trainer::fit: the loss is {} at epoch {}, step {} (of {}); training "
+                                           "stopped before that step's update, so the parameters are those of the "
+                                           "step before",
+                                           r.loss, e, s + 1, steps));
+        }
+        state_.step(optimizer_, program_.parameters(), program_.gradients());
+        loss_sum += r.loss;
+        correct += r.correct;
+        seen += B;
+        const double elapsed = seconds_since(start);
+        bar.update(e, n.count, s + 1, steps, loss_sum / static_cast<double>(s + 1),
+                   static_cast<double>(seen) / std::max(elapsed, 1e-9), elapsed);
+      }
+      epoch_metrics m;
+      m.epoch = e;
+      m.steps = steps;
+      m.seconds = seconds_since(start);
+      m.samples_per_second = static_cast<double>(seen) / std::max(m.seconds, 1e-9);
+      m.train.loss = steps ? loss_sum / static_cast<double>(steps) : 0.0;
+      m.train.samples = seen;
+      if (Program::bound_loss::has_accuracy) m.train.accuracy = static_cast<double>(correct) / std::max<double>(seen, 1);
+      if (o.validation) m.validation = evaluate(*o.validation);
+      bar.clear();
+      if (lines) fmt::print(o.output, "{}\n", describe(m, n.count));
+      if (log) log->print("{}\n", to_json(m));
+      if (o.output) std::fflush(o.output);
+      history.epochs.push_back(m);
+    }
+    return history;
+  }
+
+  /// Mean loss and accuracy over every sample of `d`.
+  evaluation evaluate(const dataset& d) {
+    check(d, "evaluation set");
+    double loss_sum = 0;
+    std::size_t correct = 0;
+    for_each_batch(d, [&](std::size_t valid) {
+      const loss_value r = program_.evaluate(std::span<const target_type>(targets_), valid);
+      loss_sum += r.loss * static_cast<double>(valid);
+      correct += r.correct;
+    });
+    evaluation ev;
+    ev.samples = d.size();
+    ev.loss = d.size() ? loss_sum / static_cast<double>(d.size()) : 0.0;
+    if (Program::bound_loss::has_accuracy) ev.accuracy = static_cast<double>(correct) / std::max<double>(d.size(), 1);
+    return ev;
+  }
+
+  /// The model's output for every sample of `d`: d.size() × output size.
+  std::vector<scalar> predict(const dataset& d) {
+    check_features(d, "prediction set");
+    std::vector<scalar> out;
+    out.reserve(d.size() * Program::output_size);
+    for_each_batch(
+        d, [&](std::size_t valid) {
+          auto y = program_.output();
+          out.insert(out.end(), y.begin(), y.begin() + static_cast<std::ptrdiff_t>(valid * Program::output_size));
+        },
+        /*with_targets=*/false);
+    return out;
+  }
+
+ private:
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  /// Runs forward over `d` in batches of B, padding the last with zeros.
+  template <class F>
+  void for_each_batch(const dataset& d, F&& f, bool with_targets = true) {
+    std::array<std::size_t, B> pick;
+    for (std::size_t first = 0; first < d.size(); first += B) {
+      const std::size_t valid = std::min(B, d.size() - first);
+      for (std::size_t i = 0; i < valid; ++i) pick[i] = first + i;
+      load(d, std::span<const std::size_t>(pick.data(), valid), valid, with_targets);
+      program_.forward();
+      f(valid);
+    }
+  }
+
+  /// Copies samples `pick` into the program's input (zeros after `valid`)
+  /// and their targets into targets_.
+  void load(const dataset& d, std::span<const std::size_t> pick, std::size_t valid, bool with_targets = true) {
+    constexpr std::size_t in = Program::input_size, tps = Program::targets_per_sample;
+    std::span<scalar> x = program_.input();
+    for (std::size_t i = 0; i < valid; ++i) {
+      const float* src = d.features.data() + pick[i] * in;
+      std::copy(src, src + in, x.begin() + static_cast<std::ptrdiff_t>(i * in));
+    }
+    std::fill(x.begin() + static_cast<std::ptrdiff_t>(valid * in), x.end(), scalar(0));
+    if (!with_targets) return;
+    for (std::size_t i = 0; i < valid; ++i) {
+      if constexpr (std::is_same_v<target_type, std::uint32_t>) {
+        targets_[i] = d.labels[pick[i]];
+      } else {
+        std::copy_n(d.targets.data() + pick[i] * tps, tps, targets_.data() + i * tps);
+      }
+    }
+    std::fill(targets_.begin() + static_cast<std::ptrdiff_t>(valid * tps), targets_.end(), target_type{});
+  }
+
+  void check_features(const dataset& d, const char* role) const {
+    d.validate();
+    if (d.sample_size() != Program::input_size) {
+      throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has samples of {} values, but the model's "
+                                              "input {} takes {}",
+                                              role, d.name, d.sample_size(),
+                                              to_string(typename Program::model_type::input_shape_type{}),
+                                              Program::input_size));
+    }
+  }
+  void check(const dataset& d, const char* role) const {
+    check_features(d, role);
+    if constexpr (std::is_same_v<target_type, std::uint32_t>) {
+      if (d.labels.size() != d.size())
+        throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has no class labels, which {} needs", role,
+                                                d.name, Program::loss_type::name()));
+    } else {
+      if (d.target_size != Program::targets_per_sample || d.targets.size() != d.size() * d.target_size)
+        throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has {} targets per sample; {} needs {}",
+                                                role, d.name, d.target_size, Program::loss_type::name(),
+                                                Program::targets_per_sample));
+    }
+  }
+
+  static std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
+  static std::string to_json(const epoch_metrics& m) {
+    std::string s = fmt::format(R"({{"epoch":{},"steps":{},"train_loss":{},"train_accuracy":{})", m.epoch, m.steps,
+                                json_number(m.train.loss), json_number(m.train.accuracy));
+    if (m.validation) {
+      s += fmt::format(R"(,"val_loss":{},"val_accuracy":{})", json_number(m.validation->loss),
+                       json_number(m.validation->accuracy));
+    }
+    s += fmt::format(R"(,"seconds":{},"samples_per_second":{}}})", json_number(m.seconds),
+                     json_number(m.samples_per_second));
+    return s;
+  }
+  static std::string describe(const epoch_metrics& m, std::size_t of) {
+    std::string s = fmt::format("epoch {}/{}: loss {:.4f}", m.epoch, of, m.train.loss);
+    if (std::isfinite(m.train.accuracy)) s += fmt::format(", accuracy {:.4f}", m.train.accuracy);
+    if (m.validation) {
+      s += fmt::format(", val_loss {:.4f}", m.validation->loss);
+      if (std::isfinite(m.validation->accuracy)) s += fmt::format(", val_accuracy {:.4f}", m.validation->accuracy);
+    }
+    return s + fmt::format(", {:.1f} s, {:.0f} samples/s", m.seconds, m.samples_per_second);
+  }
+
+  Program& program_;
+  Optimizer optimizer_;
+  typename Optimizer::template state<scalar> state_;
+  std::vector<target_type> targets_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,115 @@
+// A training step allocates nothing. This binary counts every allocation
+// (operator new and the C allocator that Eigen uses) and runs steps between
+// two readings of the counter.
+#include <kiln/kiln.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+// These replacements pair malloc with free on purpose.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace {
+std::atomic<long> allocations{0};
+}
+
+void* operator new(std::size_t n) {
+  ++allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return ::operator new(n); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  ++allocations;
+  const auto al = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) { return ::operator new(n, a); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+#if defined(__GLIBC__)
+// Eigen allocates through malloc directly: count that too.
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+void* malloc(std::size_t n) {
+  ++allocations;
+  return __libc_malloc(n);
+}
+void* calloc(std::size_t n, std::size_t s) {
+  ++allocations;
+  return __libc_calloc(n, s);
+}
+void* realloc(void* p, std::size_t n) {
+  ++allocations;
+  return __libc_realloc(p, n);
+}
+void* aligned_alloc(std::size_t a, std::size_t n) {
+  ++allocations;
+  return __libc_memalign(a, n);
+}
+int posix_memalign(void** out, std::size_t a, std::size_t n) {
+  ++allocations;
+  *out = __libc_memalign(a, n);
+  return *out ? 0 : 12;
+}
+}
+#endif
+
+namespace {
+using namespace kiln;
+
+TEST(allocation, the_counter_sees_allocations) {
+  const long before = allocations;
+  std::vector<float> v(1000);
+  void* p = std::malloc(64);
+  std::free(p);
+  EXPECT_GE(allocations - before, 2);
+}
+
+template <class Model, class... Options>
+void expect_allocation_free_steps() {
+  auto p = compile<Model, Options...>(1);
+  using P = decltype(p);
+  sgd o{.lr = 0.01f, .momentum = 0.9f, .weight_decay = 1e-4f, .nesterov = true};
+  sgd::state<typename P::scalar_type> s(p.parameters().size());
+  std::vector<std::uint32_t> t(P::batch_size, 1);
+  for (auto& x : p.input()) x = 0.25f;
+  const long before = allocations;
+  for (int step = 0; step < 5; ++step) {
+    p.forward();
+    p.backward(t);
+    s.step(o, p.parameters(), p.gradients());
+    p.forward();
+    p.evaluate(t, P::batch_size - 1);
+  }
+  EXPECT_EQ(allocations - before, 0) << "allocations during 5 training steps";
+}
+
+TEST(allocation, fashion_mnist_mlp_step_allocates_nothing) {
+  expect_allocation_free_steps<model<input<28, 28>, flatten, dense<256>, relu, dense<128>, relu, dense<10>>,
+                               batch<64>>();
+}
+TEST(allocation, wide_layers_step_allocates_nothing) {
+  // Large enough that Eigen's own product API would allocate packing space.
+  expect_allocation_free_steps<model<input<2048>, dense<1024>, kiln::tanh, dense<10, no_bias>>, batch<256>>();
+}
+TEST(allocation, double_precision_step_allocates_nothing) {
+  expect_allocation_free_steps<model<input<300>, dense<200>, sigmoid, dense<10>>, batch<32>, precision<double>>();
+}
+}  // namespace

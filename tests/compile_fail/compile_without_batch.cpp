@@ -1,0 +1,14 @@
+// compile<> without a batch size is rejected.
+// expect: static assertion failed: kiln::compile<Model, Options...>: give exactly one batch<B> option
+#include <kiln/kiln.hpp>
+
+using net = kiln::model<kiln::input<4>, kiln::dense<2>>;
+
+int main() {
+#ifdef KILN_SHOULD_FAIL
+  auto program = kiln::compile<net, kiln::precision<double>>();
+#else
+  auto program = kiln::compile<net, kiln::batch<2>, kiln::precision<double>>();
+#endif
+  return static_cast<int>(program.batch_size) - 2;
+}

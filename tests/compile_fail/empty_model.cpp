@@ -1,0 +1,12 @@
+// A model with an input and no layer is rejected.
+// expect: static assertion failed: kiln::model: a model needs at least one layer after its input<...>
+// expect: model_needs_at_least_one_layer_after_its_input<kiln::input<784>, 0>
+#include <kiln/kiln.hpp>
+
+#ifdef KILN_SHOULD_FAIL
+using net = kiln::model<kiln::input<784>>;
+#else
+using net = kiln::model<kiln::input<784>, kiln::relu>;
+#endif
+
+int main() { return static_cast<int>(net::layer_count) - 1; }

@@ -1,0 +1,87 @@
+// Dumps kiln's SGD steps on small MLPs as JSON, for torch_sgd_steps.py to
+// replay in PyTorch and compare: initial parameters, batches, then for each
+// step the loss and gradients, and the parameters after the last step.
+#include <kiln/kiln.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+using namespace kiln;
+
+template <class P>
+std::string tensors(std::span<const typename P::scalar_type> flat) {
+  using layout = typename P::layout;
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < layout::tensor_count; ++i) {
+    auto t = flat.subspan(layout::offsets[i], layout::sizes[i]);
+    out.push_back(fmt::format("[{:.17g}]", fmt::join(t, ",")));
+  }
+  return fmt::format("[{}]", fmt::join(out, ","));
+}
+
+template <class Model, class Scalar, class Loss>
+std::string run_case(const std::string& name, const std::string& layers, const sgd& opt, std::uint64_t seed) {
+  auto p = compile<Model, batch<4>, precision<Scalar>, Loss>(seed);
+  using P = decltype(p);
+  rng g(seed, 5);
+  for (auto& w : p.parameters()) w += static_cast<Scalar>(0.05 * g.uniform(-1, 1));  // non-zero biases
+  // (padding scalars must stay zero: they are not parameters)
+  using layout = typename P::layout;
+  for (std::size_t i = 0; i < layout::tensor_count; ++i) {
+    const std::size_t end = i + 1 < layout::tensor_count ? layout::offsets[i + 1] : layout::buffer_size;
+    for (std::size_t k = layout::offsets[i] + layout::sizes[i]; k < end; ++k) p.parameters()[k] = 0;
+  }
+  const std::string initial = tensors<P>(p.parameters());
+  typename sgd::template state<Scalar> state(p.parameters().size());
+  std::vector<std::string> steps;
+  for (int step = 0; step < 3; ++step) {
+    for (auto& x : p.input()) x = static_cast<Scalar>(g.uniform(-2, 2));
+    std::vector<typename P::target_type> t(P::batch_size * P::targets_per_sample);
+    for (auto& v : t) {
+      if constexpr (std::is_same_v<typename P::target_type, std::uint32_t>) {
+        v = static_cast<std::uint32_t>(g.below(P::output_size));
+      } else {
+        v = static_cast<float>(g.uniform(-1, 1));
+      }
+    }
+    p.forward();
+    const double loss = p.backward(t).loss;
+    std::string targets;  // exact: a float target printed with 17 digits reads back as the same value
+    if constexpr (std::is_same_v<typename P::target_type, float>) {
+      targets = fmt::format("{:.17g}", fmt::join(t, ","));
+    } else {
+      targets = fmt::format("{}", fmt::join(t, ","));
+    }
+    steps.push_back(fmt::format(R"({{"x":[{:.17g}],"t":[{}],"loss":{:.17g},"grads":{}}})",
+                                fmt::join(p.input(), ","), targets, loss,
+                                tensors<P>(std::span<const Scalar>(p.gradients().data(), p.gradients().size()))));
+    state.step(opt, p.parameters(), p.gradients());
+  }
+  return fmt::format(
+      R"({{"name":"{}","dtype":"{}","loss":"{}","layers":{},"sgd":{{"lr":{:.17g},"momentum":{:.17g},"weight_decay":{:.17g},"nesterov":{}}},"initial":{},"steps":[{}],"final":{}}})",
+      name, std::is_same_v<Scalar, double> ? "float64" : "float32", Loss::name(), layers, double{opt.lr},
+      double{opt.momentum}, double{opt.weight_decay}, opt.nesterov, initial, fmt::join(steps, ","), tensors<P>(p.parameters()));
+}
+}  // namespace
+
+int main() {
+  using mlp = model<input<6>, dense<5>, relu, dense<4>, kiln::tanh, dense<3>>;
+  const std::string mlp_layers = R"([["dense",6,5,true],["relu"],["dense",5,4,true],["tanh"],["dense",4,3,true]])";
+  using reg = model<input<2, 2>, flatten, dense<5, no_bias>, sigmoid, dense<2>>;
+  const std::string reg_layers = R"([["flatten"],["dense",4,5,false],["sigmoid"],["dense",5,2,true]])";
+  const sgd nesterov{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true};
+  const sgd heavy{.lr = 0.05f, .momentum = 0.5f};
+  std::vector<std::string> cases{
+      run_case<mlp, double, softmax_cross_entropy<>>("mlp_ce_f64_nesterov", mlp_layers, nesterov, 1),
+      run_case<mlp, float, softmax_cross_entropy<>>("mlp_ce_f32_nesterov", mlp_layers, nesterov, 2),
+      run_case<mlp, double, softmax_cross_entropy<>>("mlp_ce_f64_momentum", mlp_layers, heavy, 3),
+      run_case<reg, double, mse>("reg_mse_f64", reg_layers, heavy, 4),
+  };
+  fmt::print("{{\"cases\":[{}]}}\n", fmt::join(cases, ","));
+}

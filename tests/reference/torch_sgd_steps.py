@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Replays kiln's SGD steps in PyTorch and compares them.
+
+Runs the kiln_reference_step binary (argv[1]), which prints JSON: small
+models, their initial parameters, three batches, and for each step the loss
+and gradients kiln computed, then kiln's parameters after the last step.
+PyTorch (Debian's python3-torch) builds the same network from the same
+parameters, takes the same steps with torch.optim.SGD, and every number must
+agree to 1e-5 relative (float64 cases element-wise; float32 cases relative to
+each tensor's norm, since float32 rounding differs between the two).
+"""
+import json
+import subprocess
+import sys
+
+import torch
+
+
+def build(layers, dtype):
+    mods = []
+    for layer in layers:
+        kind = layer[0]
+        if kind == "dense":
+            mods.append(torch.nn.Linear(layer[1], layer[2], bias=layer[3]))
+        elif kind == "relu":
+            mods.append(torch.nn.ReLU())
+        elif kind == "tanh":
+            mods.append(torch.nn.Tanh())
+        elif kind == "sigmoid":
+            mods.append(torch.nn.Sigmoid())
+        elif kind == "flatten":
+            mods.append(torch.nn.Flatten())
+        else:
+            raise ValueError(kind)
+    return torch.nn.Sequential(*mods).to(dtype)
+
+
+def compare(what, ours, theirs, dtype, failures):
+    ours = torch.tensor(ours, dtype=torch.float64)
+    theirs = theirs.detach().to(torch.float64).reshape(-1)
+    if ours.shape != theirs.shape:
+        failures.append(f"{what}: shape {tuple(ours.shape)} vs {tuple(theirs.shape)}")
+        return
+    if dtype == torch.float64:
+        err = ((ours - theirs).abs() / theirs.abs().clamp_min(1e-8)).max().item()
+    else:
+        err = ((ours - theirs).norm() / theirs.norm().clamp_min(1e-12)).item()
+    if not err <= 1e-5:
+        failures.append(f"{what}: relative error {err:.3g}")
+    return err
+
+
+def main():
+    out = subprocess.run([sys.argv[1]], check=True, capture_output=True, text=True).stdout
+    cases = json.loads(out)["cases"]
+    failures = []
+    worst = {}
+    for case in cases:
+        dtype = torch.float64 if case["dtype"] == "float64" else torch.float32
+        net = build(case["layers"], dtype)
+        params = list(net.parameters())
+        assert len(params) == len(case["initial"]), case["name"]
+        with torch.no_grad():
+            for p, init in zip(params, case["initial"]):
+                p.copy_(torch.tensor(init, dtype=dtype).reshape(p.shape))
+        o = case["sgd"]
+        opt = torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"],
+                              nesterov=o["nesterov"])
+        in_features = net[0].in_features if isinstance(net[0], torch.nn.Linear) else None
+        for k, step in enumerate(case["steps"]):
+            x = torch.tensor(step["x"], dtype=dtype)
+            x = x.reshape(4, -1) if in_features else x.reshape(4, 2, 2)
+            opt.zero_grad()
+            y = net(x)
+            if case["loss"].startswith("softmax_cross_entropy"):
+                loss = torch.nn.functional.cross_entropy(y, torch.tensor(step["t"], dtype=torch.long))
+            else:
+                loss = torch.nn.functional.mse_loss(y, torch.tensor(step["t"], dtype=dtype).reshape(y.shape))
+            loss.backward()
+            name = case["name"]
+            e = [compare(f"{name} step {k + 1} loss", [step["loss"]], loss.reshape(1), dtype, failures)]
+            for i, (p, g) in enumerate(zip(params, step["grads"])):
+                e.append(compare(f"{name} step {k + 1} gradient {i}", g, p.grad, dtype, failures))
+            opt.step()
+            worst[name] = max([worst.get(name, 0.0)] + [v for v in e if v is not None])
+        for i, (p, w) in enumerate(zip(params, case["final"])):
+            worst[case["name"]] = max(worst[case["name"]],
+                                      compare(f"{case['name']} final parameter {i}", w, p, dtype, failures) or 0)
+    for name, err in worst.items():
+        print(f"{name}: worst relative difference from PyTorch {err:.3g}")
+    if failures:
+        print("\n".join(failures))
+        print(f"0 passed, {len(failures)} failed")
+        sys.exit(1)
+    print(f"{len(cases)} passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+// Finite-difference gradient checks for kiln programs (instantiate in double).
+#pragma once
+
+#include <kiln/compile.hpp>
+#include <kiln/random.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace kiln::testing {
+
+/// Random inputs and targets for one batch of `P`.
+template <class P>
+std::vector<typename P::target_type> random_batch(P& p, std::uint64_t seed) {
+  rng g(seed, 99);
+  for (auto& x : p.input()) x = static_cast<typename P::scalar_type>(g.uniform(-1.5, 1.5));
+  std::vector<typename P::target_type> t(P::batch_size * P::targets_per_sample);
+  for (auto& v : t) {
+    if constexpr (std::is_same_v<typename P::target_type, std::uint32_t>) {
+      v = static_cast<std::uint32_t>(g.below(P::output_size));
+    } else {
+      v = static_cast<float>(g.uniform(-1, 1));
+    }
+  }
+  return t;
+}
+
+/// Central differences of the loss against the analytic gradient, for every
+/// scalar of the flat parameter buffer. Returns the number of scalars checked.
+template <class P>
+std::size_t expect_gradients_match_finite_differences(P& p, const std::vector<typename P::target_type>& targets,
+                                                      std::size_t valid = P::batch_size, double h = 1e-6,
+                                                      double tolerance = 1e-6) {
+  static_assert(std::is_same_v<typename P::scalar_type, double>, "check gradients in double");
+  p.forward();
+  p.backward(targets, valid);
+  const std::vector<double> analytic(p.gradients().begin(), p.gradients().end());
+  auto w = p.parameters();
+  std::size_t checked = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double saved = w[i];
+    w[i] = saved + h;
+    p.forward();
+    const double up = p.evaluate(targets, valid).loss;
+    w[i] = saved - h;
+    p.forward();
+    const double down = p.evaluate(targets, valid).loss;
+    w[i] = saved;
+    const double numeric = (up - down) / (2 * h);
+    EXPECT_NEAR(analytic[i], numeric, tolerance * std::max(1.0, std::abs(numeric)))
+        << "parameter scalar " << i << " of " << w.size();
+    ++checked;
+  }
+  return checked;
+}
+
+}  // namespace kiln::testing
