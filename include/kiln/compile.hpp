@@ -169,6 +169,17 @@ class program {
   program(program&&) noexcept = default;
   program& operator=(program&&) noexcept = default;
 
+  /// Copies the parameters of another program of the same model (any batch;
+  /// a float program from a double one and the reverse). Ties stay tied:
+  /// both layouts are the model's, one slot per tag.
+  template <class OtherProgram>
+  void assign_parameters(const OtherProgram& other) {
+    static_assert(std::is_same_v<typename OtherProgram::model_type, Model>,
+                  "kiln::program::assign_parameters: the other program must compile the same model");
+    std::transform(other.parameters().begin(), other.parameters().end(), parameters().begin(),
+                   [](auto v) { return static_cast<T>(v); });
+  }
+
   /// Sets every parameter from `seed`: He-normal before relu, Glorot-uniform
   /// otherwise, biases zero. The same seed gives the same bits.
   void initialize(std::uint64_t seed) {
@@ -213,8 +224,9 @@ class program {
     return {activations() + plan::activation_offset[layer_count], B * output_size};
   }
 
-  /// Runs every layer on input().
-  void forward() noexcept {
+  /// Runs every layer on input(). Throws only where a layer checks data
+  /// (an embedding given a token id out of range).
+  void forward() {
     [&]<std::size_t... I>(std::index_sequence<I...>) { (forward_layer<I>(), ...); }
     (std::make_index_sequence<layer_count>{});
   }
@@ -270,7 +282,7 @@ class program {
   }
 
   template <std::size_t I>
-  void forward_layer() noexcept {
+  void forward_layer() {
     using L = typename Model::template layer<I>;
     if constexpr (!L::is_view) L::forward(make_context(I + 1));
   }
@@ -334,6 +346,11 @@ class program {
       case init::automatic: {
         const double limit = std::sqrt(6.0 / static_cast<double>(P::fan_in + P::fan_out));
         for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(g.uniform(-limit, limit));
+        break;
+      }
+      case init::lecun_normal: {
+        const double sd = std::sqrt(1.0 / static_cast<double>(P::fan_in));
+        for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(sd * g.normal());
         break;
       }
       case init::zeros: std::fill_n(p, n, T(0)); break;

@@ -20,6 +20,7 @@ template <std::size_t... Extents> struct shape;
 
 /// The first entry of a model: the shape of one input sample (rank 1 to 3).
 template <std::size_t... Extents> struct input;
+template <std::size_t Length> struct input_tokens;
 
 /// `model<input<...>, Layers...>`: a flat, typed list of layers.
 template <class Input, class... Layers> struct model;
@@ -35,6 +36,10 @@ struct flatten;
 struct relu;
 struct tanh;
 struct sigmoid;
+template <std::size_t Vocab, std::size_t Dim, class... Options> struct embedding;
+template <class... Options> struct unembed;
+template <class Tag> struct tied;
+template <class Tag> struct tied_transposed;
 
 /// Losses.
 template <std::size_t Classes = 0> struct softmax_cross_entropy;

@@ -25,8 +25,27 @@ struct input {
   using shape_type = shape<Extents...>;
 };
 
+namespace diagnostics {
+template <std::size_t Length>
+inline constexpr bool input_tokens_length_must_be_at_least_1 = Length > 0;
+}  // namespace diagnostics
+
+/// The first entry of a language model: one sample is `Length` token ids.
+/// They travel as exact small integers in the program's (floating-point)
+/// input, so a dataset's features hold them as floats; the embedding that
+/// reads them checks at run time that each is an integer id in range.
+/// SHAPE CONTRACT: output shape<Length>; no parameters.
+template <std::size_t Length>
+struct input_tokens {
+  static_assert(diagnostics::input_tokens_length_must_be_at_least_1<Length>,
+                "kiln::input_tokens<Length>: a sample holds at least one token");
+  using shape_type = shape<Length>;
+  static constexpr bool tokens = true;
+};
+
 template <class T> struct is_input : std::false_type {};
 template <std::size_t... D> struct is_input<input<D...>> : std::true_type {};
+template <std::size_t L> struct is_input<input_tokens<L>> : std::true_type {};
 
 /// `Input<I>`: I is a kiln::input<...>.
 template <class I>

@@ -18,14 +18,17 @@
 #include <kiln/input.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/layers/dense.hpp>
+#include <kiln/layers/embedding.hpp>
 #include <kiln/layers/flatten.hpp>
 #include <kiln/layers/relu.hpp>
 #include <kiln/layers/sigmoid.hpp>
 #include <kiln/layers/tanh.hpp>
+#include <kiln/layers/unembed.hpp>
 #include <kiln/losses/mse.hpp>
 #include <kiln/losses/softmax_cross_entropy.hpp>
 #include <kiln/model.hpp>
 #include <kiln/optim/sgd.hpp>
 #include <kiln/random.hpp>
 #include <kiln/shape.hpp>
+#include <kiln/tied.hpp>
 #include <kiln/trainer.hpp>

@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
@@ -41,7 +42,7 @@ namespace kiln {
 
 /// How a parameter starts. `automatic` lets the model choose from the layer
 /// that follows: He (normal, fan-in) before relu, Glorot (uniform) otherwise.
-enum class init { automatic, he_normal, glorot_uniform, zeros, ones };
+enum class init { automatic, he_normal, glorot_uniform, lecun_normal, zeros, ones };
 
 /// One parameter of a layer: its identity (Tag), its shape and its start.
 template <class Tag, Shape S, init Init>
@@ -59,6 +60,36 @@ namespace detail {
 /// The tag of a weight nobody named: unique per (layer position, slot).
 template <std::size_t Position, std::size_t Slot>
 struct auto_tag {};
+}  // namespace detail
+
+/// Parameters that layer specs declare by tag whatever their input shape: an
+/// `embedding<V, D, tied<T>>` declares T as shape<V, D>, so that a layer that
+/// only names the tag (`unembed<tied<T>>`) learns its shape. A spec lists them
+/// as `using declared_parameters = kiln::declared_parameters<param<...>...>;`
+/// and every bound layer receives the model's whole list as `Declared`.
+template <class... P>
+struct declared_parameters {
+  template <class Tag>
+  static constexpr bool has = (std::is_same_v<Tag, typename P::tag> || ...);
+};
+
+namespace detail {
+/// The declared parameter named Tag (the first, when several layers declare it).
+template <class Tag, class Declared> struct declared_param;
+template <class Tag, class P, class... Rest>
+struct declared_param<Tag, declared_parameters<P, Rest...>>
+    : std::conditional_t<std::is_same_v<Tag, typename P::tag>, std::type_identity<P>,
+                         declared_param<Tag, declared_parameters<Rest...>>> {};
+
+/// The shape declared for Tag when Found, else Fallback.
+template <bool Found, class Tag, class Declared, class Fallback>
+struct declared_shape_or {
+  using type = Fallback;
+};
+template <class Tag, class Declared, class Fallback>
+struct declared_shape_or<true, Tag, Declared, Fallback> {
+  using type = typename declared_param<Tag, Declared>::type::shape_type;
+};
 }  // namespace detail
 
 /// `Layer<L>`: L is a layer spec (it can be listed in a kiln::model).

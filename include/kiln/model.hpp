@@ -29,6 +29,8 @@
 #include <cstddef>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <boost/hana/append.hpp>
 #include <boost/hana/at.hpp>
@@ -47,6 +49,7 @@
 #include <fmt/format.h>
 
 #include <kiln/detail/parameter_layout.hpp>
+#include <kiln/detail/type_name.hpp>
 #include <kiln/input.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -54,6 +57,8 @@
 namespace kiln {
 
 namespace diagnostics {
+template <class Tag, class FirstLayer, class FirstShape, class SecondLayer, class SecondShape>
+inline constexpr bool tied_uses_of_a_weight_must_agree_on_its_shape = std::is_same_v<FirstShape, SecondShape>;
 template <class Input, std::size_t LayerCount>
 inline constexpr bool model_needs_at_least_one_layer_after_its_input = LayerCount > 0;
 template <class First>
@@ -69,27 +74,42 @@ namespace hana = boost::hana;
 /// (A plain recursive struct rather than hana::fold_left: when a layer
 /// rejects its input, the compiler's context then lists one short line per
 /// layer instead of a screenful of fold internals.)
-template <class In, std::size_t Position, class Done, class... Todo>
+template <class Declared, class In, std::size_t Position, class Done, class... Todo>
 struct bind_chain;
-template <class In, std::size_t Position, class... Done>
-struct bind_chain<In, Position, hana::basic_tuple<Done...>> {
+template <class Declared, class In, std::size_t Position, class... Done>
+struct bind_chain<Declared, In, Position, hana::basic_tuple<Done...>> {
   static constexpr auto layers = hana::tuple_t<Done...>;
 };
-template <class In, std::size_t Position, class... Done, class Spec, class... Rest>
-struct bind_chain<In, Position, hana::basic_tuple<Done...>, Spec, Rest...>
-    : bind_chain<typename Spec::template bind<In, Position>::output_shape, Position + 1,
-                 hana::basic_tuple<Done..., typename Spec::template bind<In, Position>>, Rest...> {};
+template <class Declared, class In, std::size_t Position, class... Done, class Spec, class... Rest>
+struct bind_chain<Declared, In, Position, hana::basic_tuple<Done...>, Spec, Rest...>
+    : bind_chain<Declared, typename Spec::template bind<In, Position, Declared>::output_shape, Position + 1,
+                 hana::basic_tuple<Done..., typename Spec::template bind<In, Position, Declared>>, Rest...> {};
+
+template <class Spec>
+struct declared_by {
+  using type = declared_parameters<>;
+};
+template <class Spec>
+  requires requires { typename Spec::declared_parameters; }
+struct declared_by<Spec> {
+  using type = typename Spec::declared_parameters;
+};
+template <class... Lists> struct concat_declared;
+template <> struct concat_declared<> { using type = declared_parameters<>; };
+template <class... P> struct concat_declared<declared_parameters<P...>> { using type = declared_parameters<P...>; };
+template <class... P, class... Q, class... Rest>
+struct concat_declared<declared_parameters<P...>, declared_parameters<Q...>, Rest...>
+    : concat_declared<declared_parameters<P..., Q...>, Rest...> {};
 
 constexpr int resolve_init(init declared, init hint) {
   return static_cast<int>(declared == init::automatic ? hint : declared);
 }
 
-template <class P, init Hint>
+template <class P, init Hint, class Owner>
 using stored_param_of =
-    stored_param<typename P::tag, typename P::shape_type,
-                 resolve_init(P::initializer, Hint),
+    stored_param<typename P::tag, typename P::shape_type, resolve_init(P::initializer, Hint),
                  (P::shape_type::rank >= 2 ? P::shape_type::size / P::shape_type::extent(0) : P::shape_type::size),
-                 (P::shape_type::rank >= 2 ? P::shape_type::extent(0) : P::shape_type::size)>;
+                 (P::shape_type::rank >= 2 ? P::shape_type::extent(0) : P::shape_type::size), Owner>;
 
 /// Every parameter of every bound layer, with `init::automatic` resolved from
 /// the layer that follows (He before relu, Glorot otherwise).
@@ -101,25 +121,50 @@ constexpr auto collect_parameters(Bound bound) {
                                      using B = typename decltype(+hana::at(bound, i))::type;
                                      constexpr init hint = hints[decltype(i)::value + 1];
                                      return hana::transform(B::parameters, [](auto p) {
-                                       return hana::type_c<stored_param_of<typename decltype(p)::type, hint>>;
+                                       return hana::type_c<stored_param_of<typename decltype(p)::type, hint,
+                                                                           layer_at<B::position, typename B::spec>>>;
                                      });
                                    });
   return hana::flatten(per_layer);
 }
 
-/// Keep the first parameter of each tag: every use of a tag shares it.
+/// Every use of a tag after the first must want the first's stored shape.
+template <class First, class Again>
+struct check_tie {
+  static_assert(diagnostics::tied_uses_of_a_weight_must_agree_on_its_shape<
+                    typename First::tag, typename First::owner, typename First::shape_type, typename Again::owner,
+                    typename Again::shape_type>,
+                "kiln::tied<Tag>: the layers that share a weight must agree on its shape; a layer that uses it "
+                "transposed says so with kiln::tied_transposed<Tag>");
+  using type = First;
+};
+
+template <bool SameTag, class First, class Again>
+struct check_if_same_tag : std::true_type {};
+template <class First, class Again>
+struct check_if_same_tag<true, First, Again> : std::bool_constant<sizeof(typename check_tie<First, Again>::type) != 0> {};
+
+/// Keeps the first parameter of each tag (every use of a tag shares it),
+/// checking each later use against it. Recursive, like bind_chain, so that a
+/// tie error comes with a short context.
+template <class Done, class... Todo>
+struct unique_params;
+template <class... Done>
+struct unique_params<hana::basic_tuple<Done...>> {
+  static constexpr auto list = hana::tuple_t<Done...>;
+};
+template <class... Done, class P, class... Rest>
+struct unique_params<hana::basic_tuple<Done...>, P, Rest...>
+    : std::conditional_t<(std::is_same_v<typename Done::tag, typename P::tag> || ...),
+                         unique_params<hana::basic_tuple<Done...>, Rest...>,
+                         unique_params<hana::basic_tuple<Done..., P>, Rest...>> {
+  static_assert((check_if_same_tag<std::is_same_v<typename Done::tag, typename P::tag>, Done, P>::value && ...));
+};
+
 template <class Params>
 constexpr auto unique_by_tag(Params params) {
-  return hana::fold_left(params, hana::tuple_t<>, [](auto acc, auto p) {
-    using P = typename decltype(p)::type;
-    constexpr bool seen = hana::unpack(acc, [](auto... q) {
-      return (std::is_same_v<typename P::tag, typename decltype(q)::type::tag> || ... || false);
-    });
-    if constexpr (seen) {
-      return acc;
-    } else {
-      return hana::append(acc, p);
-    }
+  return hana::unpack(params, [](auto... p) {
+    return unique_params<hana::basic_tuple<>, typename decltype(p)::type...>::list;
   });
 }
 
@@ -131,7 +176,7 @@ constexpr auto layout_of(Params params) {
 /// The shape of an input entry; a stand-in for anything else, so that a
 /// model whose first entry is wrong stops with one error, not a cascade.
 template <class I> struct input_shape_of { using type = shape<1>; };
-template <std::size_t... D> struct input_shape_of<input<D...>> { using type = typename input<D...>::shape_type; };
+template <kiln::Input I> struct input_shape_of<I> { using type = typename I::shape_type; };
 
 template <class InShape, class Bound>
 constexpr auto last_output_shape(Bound bound) {
@@ -157,7 +202,10 @@ struct model {
   static constexpr input_shape_type input_shape{};
 
   /// The bound layers, in order (hana::tuple of hana::type).
-  static constexpr auto layers = detail::bind_chain<input_shape_type, 1, boost::hana::basic_tuple<>, Layers...>::layers;
+  /// Parameters that layers declare whatever their input (by tag).
+  using declared = typename detail::concat_declared<typename detail::declared_by<Layers>::type...>::type;
+  static constexpr auto layers =
+      detail::bind_chain<declared, input_shape_type, 1, boost::hana::basic_tuple<>, Layers...>::layers;
   static constexpr std::size_t layer_count = sizeof...(Layers);
 
   template <std::size_t I>
@@ -229,27 +277,60 @@ struct model {
     static constexpr std::size_t total_bytes = 2 * parameter_bytes + activation_bytes + gradient_bytes;
   };
 
-  /// The model as a table: one row per layer with its shapes and parameters.
+  /// The model as a table: one row per layer with its shapes, the
+  /// parameters it owns and the weights it shares with other layers.
   static std::string summary() {
-    std::string out = fmt::format("{:>3}  {:<22} {:<18} {:<18} {:>12}\n", "#", "layer", "input", "output", "parameters");
-    out += fmt::format("{:>3}  {:<22} {:<18} {:<18} {:>12}\n", 0, "input", "", to_string(input_shape_type{}), "");
-    boost::hana::for_each(layers, [&](auto t) {
+    namespace hana = boost::hana;
+    std::string out = fmt::format("{:>3}  {:<26} {:<16} {:<16} {:>12}  {}\n", "#", "layer", "input", "output",
+                                  "parameters", "shares");
+    out += fmt::format("{:>3}  {:<26} {:<16} {:<16} {:>12}\n", 0, "input", "", to_string(input_shape_type{}), "");
+    hana::for_each(layers, [&](auto t) {
       using L = typename decltype(t)::type;
       std::size_t own = 0;
-      boost::hana::for_each(L::parameters, [&](auto p) { own += decltype(p)::type::shape_type::size; });
-      out += fmt::format("{:>3}  {:<22} {:<18} {:<18} {:>12}\n", L::position, L::spec::name(),
+      std::string shares;
+      hana::for_each(L::parameters, [&](auto p) {
+        using P = typename decltype(p)::type;
+        const auto users = positions_using<typename P::tag>();
+        if (users.front() == L::position) own += P::shape_type::size;
+        if (users.size() > 1) {
+          shares += fmt::format("{}{} with layer{} ", shares.empty() ? "" : "; ", detail::type_name<typename P::tag>(),
+                                users.size() > 2 ? "s" : "");
+          bool first = true;
+          for (std::size_t u : users)
+            if (u != L::position) shares += fmt::format("{}{}", std::exchange(first, false) ? "" : ", ", u);
+        }
+      });
+      out += fmt::format("{:>3}  {:<26} {:<16} {:<16} {:>12}  {}\n", L::position, L::spec::name(),
                          to_string(typename L::input_shape{}), to_string(typename L::output_shape{}),
-                         group_digits(own));
+                         group_digits(own), shares);
     });
     out += fmt::format("total parameters: {}\n", group_digits(parameter_count));
     return out;
   }
 
+  /// The 1-based positions of the layers that use the parameter Tag.
+  template <class Tag>
+  static std::vector<std::size_t> positions_using() {
+    std::vector<std::size_t> users;
+    boost::hana::for_each(layers, [&](auto t) {
+      using L = typename decltype(t)::type;
+      bool uses = false;
+      boost::hana::for_each(L::parameters,
+                            [&](auto p) { uses = uses || std::is_same_v<typename decltype(p)::type::tag, Tag>; });
+      if (uses) users.push_back(L::position);
+    });
+    return users;
+  }
+
  private:
   static std::string group_digits(std::size_t n) {
-    std::string s = std::to_string(n);
-    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
-    return s;
+    const std::string digits = std::to_string(n);
+    std::string out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+      if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+      out += digits[i];
+    }
+    return out;
   }
 };
 

@@ -146,7 +146,7 @@ class trainer {
       }
       const auto start = std::chrono::steady_clock::now();
       double loss_sum = 0;
-      std::size_t correct = 0, seen = 0;
+      std::size_t correct = 0, seen = 0, predictions = 0;
       for (std::size_t s = 0; s < steps; ++s) {
         std::array<std::size_t, B> pick;
         for (std::size_t i = 0; i < B; ++i) pick[i] = order[(s * B + i) % order.size()];
@@ -163,6 +163,7 @@ class trainer {
         state_.step(optimizer_, program_.parameters(), program_.gradients());
         loss_sum += r.loss;
         correct += r.correct;
+        predictions += r.predictions;
         seen += B;
         const double elapsed = seconds_since(start);
         bar.update(e, n.count, s + 1, steps, loss_sum / static_cast<double>(s + 1),
@@ -175,7 +176,8 @@ class trainer {
       m.samples_per_second = static_cast<double>(seen) / std::max(m.seconds, 1e-9);
       m.train.loss = steps ? loss_sum / static_cast<double>(steps) : 0.0;
       m.train.samples = seen;
-      if (Program::bound_loss::has_accuracy) m.train.accuracy = static_cast<double>(correct) / std::max<double>(seen, 1);
+      if (Program::bound_loss::has_accuracy)
+        m.train.accuracy = static_cast<double>(correct) / std::max<double>(static_cast<double>(predictions), 1);
       if (o.validation) m.validation = evaluate(*o.validation);
       bar.clear();
       if (lines) fmt::print(o.output, "{}\n", describe(m, n.count));
@@ -190,16 +192,18 @@ class trainer {
   evaluation evaluate(const dataset& d) {
     check(d, "evaluation set");
     double loss_sum = 0;
-    std::size_t correct = 0;
+    std::size_t correct = 0, predictions = 0;
     for_each_batch(d, [&](std::size_t valid) {
       const loss_value r = program_.evaluate(std::span<const target_type>(targets_), valid);
       loss_sum += r.loss * static_cast<double>(valid);
       correct += r.correct;
+      predictions += r.predictions;
     });
     evaluation ev;
     ev.samples = d.size();
     ev.loss = d.size() ? loss_sum / static_cast<double>(d.size()) : 0.0;
-    if (Program::bound_loss::has_accuracy) ev.accuracy = static_cast<double>(correct) / std::max<double>(d.size(), 1);
+    if (Program::bound_loss::has_accuracy)
+      ev.accuracy = static_cast<double>(correct) / std::max<double>(static_cast<double>(predictions), 1);
     return ev;
   }
 
@@ -248,7 +252,7 @@ class trainer {
     if (!with_targets) return;
     for (std::size_t i = 0; i < valid; ++i) {
       if constexpr (std::is_same_v<target_type, std::uint32_t>) {
-        targets_[i] = d.labels[pick[i]];
+        std::copy_n(d.labels.data() + pick[i] * tps, tps, targets_.data() + i * tps);
       } else {
         std::copy_n(d.targets.data() + pick[i] * tps, tps, targets_.data() + i * tps);
       }
@@ -269,9 +273,11 @@ class trainer {
   void check(const dataset& d, const char* role) const {
     check_features(d, role);
     if constexpr (std::is_same_v<target_type, std::uint32_t>) {
-      if (d.labels.size() != d.size())
-        throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has no class labels, which {} needs", role,
-                                                d.name, Program::loss_type::name()));
+      if (d.labels.size() != d.size() * Program::targets_per_sample)
+        throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has {} class labels for {} samples; {} "
+                                                "needs {} per sample",
+                                                role, d.name, d.labels.size(), d.size(), Program::loss_type::name(),
+                                                Program::targets_per_sample));
     } else {
       if (d.target_size != Program::targets_per_sample || d.targets.size() != d.size() * d.target_size)
         throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has {} targets per sample; {} needs {}",

@@ -75,6 +75,11 @@ int main() {
   const std::string mlp_layers = R"([["dense",6,5,true],["relu"],["dense",5,4,true],["tanh"],["dense",4,3,true]])";
   using reg = model<input<2, 2>, flatten, dense<5, no_bias>, sigmoid, dense<2>>;
   const std::string reg_layers = R"([["flatten"],["dense",4,5,false],["sigmoid"],["dense",5,2,true]])";
+  // The seeds' tied chain: dense 32→10, dense 10→32, dense 32→10, no bias, first and third tied.
+  struct shared_w;
+  using tied_chain = model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>,
+                           dense<10, no_bias, tied<shared_w>>>;
+  const std::string chain_layers = R"([["dense",32,10,false,"shared_w"],["dense",10,32,false],["dense",32,10,false,"shared_w"]])";
   const sgd nesterov{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true};
   const sgd heavy{.lr = 0.05f, .momentum = 0.5f};
   std::vector<std::string> cases{
@@ -82,6 +87,8 @@ int main() {
       run_case<mlp, float, softmax_cross_entropy<>>("mlp_ce_f32_nesterov", mlp_layers, nesterov, 2),
       run_case<mlp, double, softmax_cross_entropy<>>("mlp_ce_f64_momentum", mlp_layers, heavy, 3),
       run_case<reg, double, mse>("reg_mse_f64", reg_layers, heavy, 4),
+      run_case<tied_chain, double, softmax_cross_entropy<>>("tied_chain_ce_f64", chain_layers, nesterov, 5),
+      run_case<tied_chain, float, softmax_cross_entropy<>>("tied_chain_ce_f32", chain_layers, heavy, 6),
   };
   fmt::print("{{\"cases\":[{}]}}\n", fmt::join(cases, ","));
 }

@@ -17,11 +17,20 @@ import torch
 
 
 def build(layers, dtype):
+    """The network of `layers`; a dense entry may end with a tie name, and
+    every dense layer with the same name shares one weight Parameter."""
     mods = []
+    ties = {}
     for layer in layers:
         kind = layer[0]
         if kind == "dense":
-            mods.append(torch.nn.Linear(layer[1], layer[2], bias=layer[3]))
+            linear = torch.nn.Linear(layer[1], layer[2], bias=layer[3])
+            if len(layer) > 4:
+                if layer[4] in ties:
+                    linear.weight = ties[layer[4]]
+                else:
+                    ties[layer[4]] = linear.weight
+            mods.append(linear)
         elif kind == "relu":
             mods.append(torch.nn.ReLU())
         elif kind == "tanh":
@@ -58,7 +67,7 @@ def main():
     for case in cases:
         dtype = torch.float64 if case["dtype"] == "float64" else torch.float32
         net = build(case["layers"], dtype)
-        params = list(net.parameters())
+        params = list(net.parameters())  # a shared Parameter appears once, at its first use
         assert len(params) == len(case["initial"]), case["name"]
         with torch.no_grad():
             for p, init in zip(params, case["initial"]):

@@ -13,15 +13,28 @@
 
 namespace kiln::testing {
 
+/// The vocabulary of a token model: the first layer's (an embedding's).
+template <class M>
+constexpr std::size_t vocabulary_of() {
+  return M::template layer<0>::spec::vocab;
+}
+
 /// Random inputs and targets for one batch of `P`.
 template <class P>
 std::vector<typename P::target_type> random_batch(P& p, std::uint64_t seed) {
   rng g(seed, 99);
-  for (auto& x : p.input()) x = static_cast<typename P::scalar_type>(g.uniform(-1.5, 1.5));
+  using input_entry = typename P::model_type::input_type;
+  for (auto& x : p.input()) {
+    if constexpr (requires { input_entry::tokens; }) {
+      x = static_cast<typename P::scalar_type>(g.below(vocabulary_of<typename P::model_type>()));
+    } else {
+      x = static_cast<typename P::scalar_type>(g.uniform(-1.5, 1.5));
+    }
+  }
   std::vector<typename P::target_type> t(P::batch_size * P::targets_per_sample);
   for (auto& v : t) {
     if constexpr (std::is_same_v<typename P::target_type, std::uint32_t>) {
-      v = static_cast<std::uint32_t>(g.below(P::output_size));
+      v = static_cast<std::uint32_t>(g.below(P::bound_loss::class_count));
     } else {
       v = static_cast<float>(g.uniform(-1, 1));
     }

@@ -3,11 +3,12 @@
 // WHAT IT IS
 //   `dataset`: n samples of `sample_shape` real features each (row-major,
 //   sample after sample), with either one class label per sample
-//   (classification) or `target_size` real targets per sample (regression).
+//   (classification; several per sample for a sequence model, one per
+//   position) or `target_size` real targets per sample (regression).
 //
 // INVARIANTS (checked by `validate()`, which readers call)
 //   features.size() == size() × sample_size();
-//   labels empty or labels.size() == size(); targets empty or
+//   labels empty or a whole number of labels per sample; targets empty or
 //   targets.size() == size() × target_size.
 #pragma once
 
@@ -32,7 +33,7 @@ struct dataset {
   std::string name;                        ///< for messages ("fashion-mnist train")
   std::vector<std::size_t> sample_shape;   ///< e.g. {28, 28}
   std::vector<float> features;             ///< size() × sample_size()
-  std::vector<std::uint32_t> labels;       ///< classification: one per sample
+  std::vector<std::uint32_t> labels;       ///< classification: labels_per_sample() per sample
   std::vector<float> targets;              ///< regression: target_size per sample
   std::size_t target_size = 0;
 
@@ -40,6 +41,8 @@ struct dataset {
     return std::accumulate(sample_shape.begin(), sample_shape.end(), std::size_t{1}, std::multiplies<>{});
   }
   std::size_t size() const noexcept { return sample_shape.empty() ? 0 : features.size() / sample_size(); }
+
+  std::size_t labels_per_sample() const noexcept { return size() ? labels.size() / size() : 0; }
 
   std::span<const float> sample(std::size_t i) const noexcept {
     return {features.data() + i * sample_size(), sample_size()};
@@ -51,7 +54,7 @@ struct dataset {
       throw std::invalid_argument(
           fmt::format("kiln::dataset '{}': {} feature values do not divide into samples of {}", name, features.size(), s));
     }
-    if (!labels.empty() && labels.size() != size()) {
+    if (!labels.empty() && (size() == 0 || labels.size() % size() != 0)) {
       throw std::invalid_argument(
           fmt::format("kiln::dataset '{}': {} labels for {} samples", name, labels.size(), size()));
     }
@@ -84,7 +87,11 @@ inline void shuffle(dataset& d, std::uint64_t seed) {
     const std::size_t from = order[i];
     std::copy_n(d.features.begin() + static_cast<std::ptrdiff_t>(from * s), s,
                 out.features.begin() + static_cast<std::ptrdiff_t>(i * s));
-    if (!d.labels.empty()) out.labels[i] = d.labels[from];
+    if (!d.labels.empty()) {
+      const std::size_t l = d.labels_per_sample();
+      std::copy_n(d.labels.begin() + static_cast<std::ptrdiff_t>(from * l), l,
+                  out.labels.begin() + static_cast<std::ptrdiff_t>(i * l));
+    }
     if (!d.targets.empty())
       std::copy_n(d.targets.begin() + static_cast<std::ptrdiff_t>(from * d.target_size), d.target_size,
                   out.targets.begin() + static_cast<std::ptrdiff_t>(i * d.target_size));

@@ -19,7 +19,7 @@ template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;
 
-  template <Shape In, std::size_t Position>
+  template <Shape In, std::size_t Position, class Declared = void>
   struct bind {
     using spec = Spec;
     using input_shape = In;

@@ -17,9 +17,10 @@ constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1
 
 /// A parameter as the model stores it: one per tag, with the resolved
 /// initialiser and the fan-in/fan-out that initialiser uses.
-template <class Tag, class Shape, int Init, std::size_t FanIn, std::size_t FanOut>
+template <class Tag, class Shape, int Init, std::size_t FanIn, std::size_t FanOut, class Owner>
 struct stored_param {
   using tag = Tag;
+  using owner = Owner;  ///< kiln::layer_at<Position, Spec> of the first layer that uses it
   using shape_type = Shape;
   static constexpr int initializer = Init;
   static constexpr std::size_t fan_in = FanIn;

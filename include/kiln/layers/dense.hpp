@@ -8,10 +8,13 @@
 //   input shape<In>  →  output shape<Units>
 //   parameters: weight shape<Units, In> (He before relu, Glorot otherwise),
 //               bias shape<Units> (zeros) unless `no_bias` is given.
+//   With `tied<Tag>` the weight is the model's parameter Tag (shape<Units, In>);
+//   with `tied_transposed<Tag>` it is Tag's transpose (Tag is shape<In, Units>).
 //
 // REQUIREMENTS
 //   Units ≥ 1. The input is a vector (rank 1): put kiln::flatten before a
-//   dense layer fed an image. Options: `no_bias`.
+//   dense layer fed an image. Options: `no_bias`, one `tied<Tag>` or
+//   `tied_transposed<Tag>` (kiln/tied.hpp).
 //
 // THREAD SAFETY
 //   Stateless; see kiln/layer.hpp.
@@ -30,6 +33,7 @@
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
+#include <kiln/tied.hpp>
 
 namespace kiln {
 
@@ -42,22 +46,30 @@ inline constexpr bool dense_input_must_be_a_vector_use_flatten_first = InputShap
 template <std::size_t Units>
 inline constexpr bool dense_units_must_be_at_least_1 = Units > 0;
 template <class Option>
-inline constexpr bool dense_option_must_be_no_bias = std::is_same_v<Option, no_bias>;
+inline constexpr bool dense_option_must_be_no_bias_or_a_tie = std::is_same_v<Option, no_bias> || is_tie<Option>::value;
 }  // namespace diagnostics
 
 template <std::size_t Units, class... Options>
 struct dense {
   static_assert(diagnostics::dense_units_must_be_at_least_1<Units>, "kiln::dense<Units>: Units must be at least 1");
-  static_assert((diagnostics::dense_option_must_be_no_bias<Options> && ...),
-                "kiln::dense<Units, Options...>: the only option is kiln::no_bias");
+  static_assert((diagnostics::dense_option_must_be_no_bias_or_a_tie<Options> && ...),
+                "kiln::dense<Units, Options...>: the options are kiln::no_bias, kiln::tied<Tag> and "
+                "kiln::tied_transposed<Tag>");
+  static_assert(diagnostics::a_layer_takes_at_most_one_tie<Options...>,
+                "kiln::dense<Units, Options...>: a layer has one weight, so at most one tie");
 
   using kiln_layer = void;
   static constexpr std::size_t units = Units;
   static constexpr bool has_bias = !(std::is_same_v<Options, no_bias> || ...);
 
-  static std::string name() { return "dense<" + std::to_string(Units) + (has_bias ? ">" : ", no_bias>"); }
+  static std::string name() {
+    std::string n = "dense<" + std::to_string(Units) + (has_bias ? "" : ", no_bias");
+    using tie = typename detail::tie_of<void, Options...>::type;
+    if constexpr (!std::is_void_v<tie>) n += tie::transposed ? ", tied_transposed" : ", tied";
+    return n + ">";
+  }
 
-  template <Shape In, std::size_t Position>
+  template <Shape In, std::size_t Position, class Declared = void>
   struct bind {
     static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In>,
                   "kiln::dense: the input must be a vector (rank 1); put kiln::flatten before this layer");
@@ -69,9 +81,12 @@ struct dense {
     static constexpr bool is_view = false;
     static constexpr std::size_t in = In::size;
 
-    using weight_tag = detail::auto_tag<Position, 0>;
+    using tie = typename detail::tie_of<detail::untied<detail::auto_tag<Position, 0>>, Options...>::type;
+    static constexpr bool transposed = tie::transposed;
+    using weight_tag = typename tie::tag;
     using bias_tag = detail::auto_tag<Position, 1>;
-    using weight_param = param<weight_tag, shape<Units, in>, init::automatic>;
+    using weight_shape = std::conditional_t<transposed, shape<in, Units>, shape<Units, in>>;
+    using weight_param = param<weight_tag, weight_shape, init::automatic>;
     using bias_param = param<bias_tag, shape<Units>, init::zeros>;
 
     static constexpr auto parameters = [] {
@@ -87,10 +102,13 @@ struct dense {
       g.reserve(Units, B, in);  // forward
       g.reserve(in, B, Units);  // input gradient
       g.reserve(in, Units, B);  // weight gradient
+      g.reserve(Units, in, B);  // weight gradient, transposed storage
     }
 
-    // Column-major views: x is in×B, y is Units×B, and the row-major
-    // [Units, in] weight is the column-major in×Units matrix Wc, so y = Wcᵀx.
+    // Column-major views: x is in×B, y is Units×B. The stored weight is
+    // row-major [Units, in], i.e. the column-major in×Units matrix Wc with
+    // y = Wcᵀx; transposed storage is row-major [in, Units], the column-major
+    // Units×in matrix M with y = M·x.
     template <class Ctx>
     static void forward(const Ctx& c) {
       using T = typename Ctx::scalar;
@@ -100,25 +118,37 @@ struct dense {
         Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> y(c.y, Units, B);
         y.colwise() = b;
       }
-      c.gemm->template run<true, false>(Units, B, in, c.template param<weight_tag>(), in, c.x, in, c.y, Units,
-                                        has_bias);
+      const T* w = c.template param<weight_tag>();
+      if constexpr (transposed) {
+        c.gemm->template run<false, false>(Units, B, in, w, Units, c.x, in, c.y, Units, has_bias);
+      } else {
+        c.gemm->template run<true, false>(Units, B, in, w, in, c.x, in, c.y, Units, has_bias);
+      }
     }
 
     template <class Ctx>
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
       constexpr std::size_t B = Ctx::batch;
-      // dWc (in×Units) += x · dyᵀ
-      c.gemm->template run<false, true>(in, Units, B, c.x, in, c.dy, Units, c.template grad<weight_tag>(), in,
-                                        true);
+      const T* w = c.template param<weight_tag>();
+      T* dw = c.template grad<weight_tag>();
+      if constexpr (transposed) {
+        c.gemm->template run<false, true>(Units, in, B, c.dy, Units, c.x, in, dw, Units, true);  // dM += dy·xᵀ
+      } else {
+        c.gemm->template run<false, true>(in, Units, B, c.x, in, c.dy, Units, dw, in, true);  // dWc += x·dyᵀ
+      }
       if constexpr (has_bias) {
         Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> dy(c.dy, Units, B);
         Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> db(c.template grad<bias_tag>(), Units);
         db += dy.rowwise().sum();
       }
-      // dx (in×B) = Wc · dy
-      if (c.dx) c.gemm->template run<false, false>(in, B, Units, c.template param<weight_tag>(), in, c.dy, Units,
-                                                   c.dx, in, false);
+      if (c.dx) {
+        if constexpr (transposed) {
+          c.gemm->template run<true, false>(in, B, Units, w, Units, c.dy, Units, c.dx, in, false);  // dx = Mᵀ·dy
+        } else {
+          c.gemm->template run<false, false>(in, B, Units, w, in, c.dy, Units, c.dx, in, false);  // dx = Wc·dy
+        }
+      }
     }
   };
 };

@@ -24,7 +24,7 @@ struct flatten {
   using kiln_layer = void;
   static std::string name() { return "flatten"; }
 
-  template <Shape In, std::size_t Position>
+  template <Shape In, std::size_t Position, class Declared = void>
   struct bind {
     using spec = flatten;
     using input_shape = In;

@@ -44,7 +44,7 @@ struct mse {
         sum += static_cast<double>(d) * static_cast<double>(d);
         if (dy) dy[i] = scale * d;
       }
-      return {valid ? sum / static_cast<double>(valid * n) : 0.0, valid, 0};
+      return {valid ? sum / static_cast<double>(valid * n) : 0.0, valid, 0, valid};
     }
   };
 };

@@ -5,9 +5,12 @@
 //     loss = −log softmax(z)_t = logsumexp(z) − z_t     (stable: max subtracted)
 //   averaged over the samples that count (`valid`; padding rows are ignored).
 //   Gradient w.r.t. z: (softmax(z) − onehot(t)) / valid.
+//   For a sequence output shape<L, C> each of the L rows is one such
+//   classification (L labels per sample) and the mean is over all L·valid.
 //
 // SHAPE CONTRACT
-//   model output shape<C> (rank 1), C ≥ 2; one std::uint32_t label per sample.
+//   model output shape<C> (one std::uint32_t label per sample) or
+//   shape<L, C> (L labels per sample).
 //   `softmax_cross_entropy<C>` states the class count, and it must equal the
 //   model's output size; `softmax_cross_entropy<>` takes it from the model.
 //
@@ -33,17 +36,20 @@ namespace kiln {
 namespace diagnostics {
 template <class Loss, class ModelOutputShape>
 inline constexpr bool loss_class_count_must_equal_model_output_size =
-    Loss::classes == 0 || Loss::classes == ModelOutputShape::size;
+    Loss::classes == 0 || Loss::classes == ModelOutputShape::extent(ModelOutputShape::rank - 1);
 template <class Loss, class ModelOutputShape>
-inline constexpr bool softmax_cross_entropy_needs_a_vector_output = ModelOutputShape::rank == 1;
+inline constexpr bool softmax_cross_entropy_needs_a_rank_1_or_2_output =
+    ModelOutputShape::rank == 1 || ModelOutputShape::rank == 2;
 }  // namespace diagnostics
 
 /// What a loss evaluation returns: the mean loss over the samples that
-/// counted, how many there were, and how many were classified right.
+/// counted, how many there were, how many predictions they made (samples ×
+/// positions for a sequence) and how many of those were right.
 struct loss_value {
   double loss = 0;
   std::size_t samples = 0;
   std::size_t correct = 0;
+  std::size_t predictions = 0;
 };
 
 template <std::size_t Classes>
@@ -56,21 +62,24 @@ struct softmax_cross_entropy {
 
   template <Shape Out>
   struct bind {
-    static_assert(diagnostics::softmax_cross_entropy_needs_a_vector_output<softmax_cross_entropy, Out>,
-                  "kiln::softmax_cross_entropy: the model's output must be a vector of class scores (rank 1)");
+    static_assert(diagnostics::softmax_cross_entropy_needs_a_rank_1_or_2_output<softmax_cross_entropy, Out>,
+                  "kiln::softmax_cross_entropy: the model's output must be class scores, shape<C> or shape<L, C>");
     static_assert(diagnostics::loss_class_count_must_equal_model_output_size<softmax_cross_entropy, Out>,
                   "kiln::softmax_cross_entropy<C>: C must equal the size of the model's output");
 
-    static constexpr std::size_t class_count = Out::size;
+    static constexpr std::size_t class_count = Out::extent(Out::rank - 1);
+    static constexpr std::size_t positions = Out::size / class_count;
     using target_type = std::uint32_t;
-    static constexpr std::size_t targets_per_sample = 1;
+    static constexpr std::size_t targets_per_sample = positions;
     static constexpr bool has_accuracy = true;
 
     /// Loss over the first `valid` of `batch` columns of `z`; when `dz` is
     /// not null it receives d(mean loss)/dz for every column (0 for padding).
     template <class T>
-    static loss_value evaluate(const T* z, const target_type* labels, std::size_t batch, std::size_t valid, T* dz) {
-      loss_value r{0, valid, 0};
+    static loss_value evaluate(const T* z, const target_type* labels, std::size_t batch_samples,
+                               std::size_t valid_samples, T* dz) {
+      const std::size_t batch = batch_samples * positions, valid = valid_samples * positions;
+      loss_value r{0, valid_samples, 0, valid};
       double sum = 0;
       const T inv = valid ? T(1) / static_cast<T>(valid) : T(0);
       for (std::size_t s = 0; s < batch; ++s) {
@@ -82,9 +91,14 @@ struct softmax_cross_entropy {
         }
         const std::uint32_t t = labels[s];
         if (t >= class_count) {
-          throw std::out_of_range(fmt::format("kiln::softmax_cross_entropy: label {} of sample {} of the batch is out "
-                                              "of range: the model has {} classes",
-                                              t, s, class_count));
+          throw std::out_of_range(
+              positions == 1
+                  ? fmt::format("kiln::softmax_cross_entropy: label {} of sample {} of the batch is out of range: the "
+                                "model has {} classes",
+                                t, s, class_count)
+                  : fmt::format("kiln::softmax_cross_entropy: label {} at position {} of sample {} of the batch is "
+                                "out of range: the model has {} classes",
+                                t, s % positions, s / positions, class_count));
         }
         const std::size_t argmax = static_cast<std::size_t>(std::max_element(col, col + class_count) - col);
         const T m = col[argmax];

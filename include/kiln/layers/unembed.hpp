@@ -1,0 +1,105 @@
+// kiln/layers/unembed.hpp — vectors back to token scores, through the
+// embedding's own table.
+//
+// WHAT IT COMPUTES
+//   logits = h · Eᵀ for every row h of the input, where E (shape<Vocab, Dim>)
+//   is the table of the `embedding<Vocab, Dim, tied<Tag>>` elsewhere in the
+//   model: one storage, so the two layers' gradients add up in one slot.
+//
+// SHAPE CONTRACT
+//   input shape<Dim> → output shape<Vocab>, or shape<L, Dim> → shape<L, Vocab>.
+//   parameter: the tied table Tag, shape<Vocab, Dim> (no bias).
+//
+// REQUIREMENTS
+//   Exactly one option, `tied<Tag>`, naming a weight that an embedding of the
+//   same model declares; the input's last extent equals that embedding's Dim.
+//
+// THREAD SAFETY
+//   Stateless; see kiln/layer.hpp.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include <kiln/detail/layer_context.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+#include <kiln/tied.hpp>
+
+namespace kiln {
+
+namespace diagnostics {
+template <class... Options>
+inline constexpr bool unembed_takes_one_option_tied_tag = sizeof...(Options) == 1 && (is_tie<Options>::value && ...);
+template <class Tag, class LayerAt, class Declared>
+inline constexpr bool unembed_needs_an_embedding_tied_to_the_same_tag = [] {
+  if constexpr (std::is_void_v<Declared>) {
+    return false;
+  } else {
+    return Declared::template has<Tag>;
+  }
+}();
+template <class LayerAt, class InputShape, class TableShape>
+inline constexpr bool unembed_input_width_must_equal_the_embedding_dim =
+    InputShape::rank >= 1 && InputShape::rank <= 2 && InputShape::extent(InputShape::rank - 1) == TableShape::extent(1);
+}  // namespace diagnostics
+
+template <class... Options>
+struct unembed {
+  static_assert(diagnostics::unembed_takes_one_option_tied_tag<Options...>,
+                "kiln::unembed<tied<Tag>>: name the embedding's weight with exactly one tied<Tag>");
+  using kiln_layer = void;
+  using tag = typename detail::tie_of<detail::untied<void>, Options...>::type::tag;
+  static std::string name() { return "unembed<tied>"; }
+
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind {
+    static constexpr bool found =
+        diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>;
+    static_assert(diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>,
+                  "kiln::unembed<tied<Tag>>: no embedding<Vocab, Dim, tied<Tag>> in this model declares Tag");
+    // (a stand-in shape when not found, so that the error above comes alone)
+    using table_shape = typename detail::declared_shape_or<found, tag, Declared, shape<1, In::extent(In::rank - 1)>>::type;
+    static constexpr std::size_t vocab = table_shape::extent(0), dim = table_shape::extent(1);
+    static_assert(
+        diagnostics::unembed_input_width_must_equal_the_embedding_dim<layer_at<Position, unembed>, In, table_shape>,
+        "kiln::unembed: the input's last extent must equal the tied embedding's Dim (rank 1 or 2 input)");
+
+    using spec = unembed;
+    using input_shape = In;
+    static constexpr std::size_t rows = In::size / dim;
+    using output_shape = std::conditional_t<In::rank == 1, shape<vocab>, shape<rows, vocab>>;
+    static constexpr std::size_t position = Position;
+    static constexpr bool is_view = false;
+    static constexpr auto parameters = boost::hana::tuple_t<param<tag, table_shape, init::lecun_normal>>;
+
+    template <std::size_t B, class T>
+    static void reserve(detail::gemm_scratch<T>& g) {
+      g.reserve(vocab, rows * B, dim);
+      g.reserve(dim, vocab, rows * B);
+      g.reserve(dim, rows * B, vocab);
+    }
+
+    // E is row-major [vocab, dim]: the column-major dim×vocab matrix Ec, and
+    // the input is dim×(rows·B): logits = Ecᵀ·H.
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      constexpr std::size_t n = rows * Ctx::batch;
+      c.gemm->template run<true, false>(vocab, n, dim, c.template param<tag>(), dim, c.x, dim, c.y, vocab, false);
+    }
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      constexpr std::size_t n = rows * Ctx::batch;
+      c.gemm->template run<false, true>(dim, vocab, n, c.x, dim, c.dy, vocab, c.template grad<tag>(), dim, true);
+      if (c.dx) c.gemm->template run<false, false>(dim, n, vocab, c.template param<tag>(), dim, c.dy, vocab, c.dx, dim, false);
+    }
+  };
+};
+
+}  // namespace kiln
