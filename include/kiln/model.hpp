@@ -308,6 +308,24 @@ struct model {
     return out;
   }
 
+  /// The model's identity as text: every layer's kind and shapes, every
+  /// parameter's tag and shape, in order. Derived from the type alone, so two
+  /// builds of one model agree; checkpoints carry it.
+  static std::string signature() {
+    namespace hana = boost::hana;
+    std::string s = fmt::format("input {}\n", to_string(input_shape_type{}));
+    hana::for_each(layers, [&](auto t) {
+      using L = typename decltype(t)::type;
+      s += fmt::format("{} {} {} -> {}\n", L::position, L::spec::name(), to_string(typename L::input_shape{}),
+                       to_string(typename L::output_shape{}));
+    });
+    hana::for_each(parameter_list, [&](auto p) {
+      using P = typename decltype(p)::type;
+      s += fmt::format("param {} {}\n", detail::type_name<typename P::tag>(), to_string(typename P::shape_type{}));
+    });
+    return s;
+  }
+
   /// The 1-based positions of the layers that use the parameter Tag.
   template <class Tag>
   static std::vector<std::size_t> positions_using() {

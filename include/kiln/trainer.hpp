@@ -46,6 +46,7 @@
 #include <fmt/format.h>
 #include <fmt/os.h>
 
+#include <kiln/checkpoint.hpp>
 #include <kiln/compile.hpp>
 #include <kiln/data/dataset.hpp>
 #include <kiln/detail/progress.hpp>
@@ -76,6 +77,10 @@ struct fit_options {
   progress_mode progress = progress_mode::automatic;
   std::filesystem::path metrics_log{};  ///< JSON lines, one per epoch (empty: none)
   std::FILE* output = stdout;
+  /// When set, a checkpoint is written there after every epoch
+  /// (epoch-0001.kiln, ...), atomically, keeping the newest `keep_checkpoints`.
+  std::filesystem::path checkpoint_dir{};
+  std::size_t keep_checkpoints = 3;
 };
 
 struct evaluation {
@@ -117,6 +122,26 @@ class trainer {
 
   Program& program() noexcept { return program_; }
   Optimizer& optimizer() noexcept { return optimizer_; }
+  /// Epochs and optimizer steps completed (restored by load()).
+  std::size_t epochs_done() const noexcept { return epoch_; }
+  std::size_t steps_done() const noexcept { return step_; }
+
+  /// Writes parameters, optimizer state and the training position to `file`
+  /// (atomically; see kiln/checkpoint.hpp).
+  void save(const std::filesystem::path& file, std::uint64_t seed = 0) const {
+    save_checkpoint(file, program_, std::span<const scalar>(state_.buffer()), Optimizer::name,
+                    training_position{epoch_, step_, seed, {}});
+  }
+  /// Restores what save() wrote; the next fit() continues with the epoch
+  /// after the saved one, so with the same fit seed the run continues exactly
+  /// as if it had not stopped. Throws kiln::checkpoint_error, changing
+  /// nothing, if the file is not a checkpoint of this model and optimizer.
+  training_position load(const std::filesystem::path& file) {
+    const training_position at = load_checkpoint(file, program_, state_.buffer(), Optimizer::name);
+    epoch_ = static_cast<std::size_t>(at.epoch);
+    step_ = static_cast<std::size_t>(at.step);
+    return at;
+  }
 
   fit_history fit(const dataset& train, epochs n, const fit_options& o = {}) {
     check(train, "training set");
@@ -138,7 +163,8 @@ class trainer {
     const std::size_t steps =
         o.remainder == remainder::drop ? train.size() / B : (train.size() + B - 1) / B;
 
-    for (std::size_t e = 1; e <= n.count; ++e) {
+    const std::size_t last_epoch = epoch_ + n.count;
+    for (std::size_t e = epoch_ + 1; e <= last_epoch; ++e) {
       std::iota(order.begin(), order.end(), std::size_t{0});
       if (o.shuffle) {
         rng g(o.seed, e);
@@ -157,10 +183,12 @@ class trainer {
           bar.clear();
           throw training_error(fmt::format("kiln::trainer::fit: the loss is {} at epoch {}, step {} (of {}); training "
                                            "stopped before that step's update, so the parameters are those of the "
-                                           "step before",
-                                           r.loss, e, s + 1, steps));
+                                           "step before{}",
+                                           r.loss, e, s + 1, steps,
+                                           o.checkpoint_dir.empty() ? "" : ", and the last checkpoint is intact"));
         }
         state_.step(optimizer_, program_.parameters(), program_.gradients());
+        ++step_;
         loss_sum += r.loss;
         correct += r.correct;
         predictions += r.predictions;
@@ -169,6 +197,8 @@ class trainer {
         bar.update(e, n.count, s + 1, steps, loss_sum / static_cast<double>(s + 1),
                    static_cast<double>(seen) / std::max(elapsed, 1e-9), elapsed);
       }
+      epoch_ = e;
+      if (!o.checkpoint_dir.empty()) rotate_checkpoints(o);
       epoch_metrics m;
       m.epoch = e;
       m.steps = steps;
@@ -180,7 +210,7 @@ class trainer {
         m.train.accuracy = static_cast<double>(correct) / std::max<double>(static_cast<double>(predictions), 1);
       if (o.validation) m.validation = evaluate(*o.validation);
       bar.clear();
-      if (lines) fmt::print(o.output, "{}\n", describe(m, n.count));
+      if (lines) fmt::print(o.output, "{}\n", describe(m, last_epoch));
       if (log) log->print("{}\n", to_json(m));
       if (o.output) std::fflush(o.output);
       history.epochs.push_back(m);
@@ -222,6 +252,19 @@ class trainer {
   }
 
  private:
+  void rotate_checkpoints(const fit_options& o) {
+    std::filesystem::create_directories(o.checkpoint_dir);
+    save(o.checkpoint_dir / fmt::format("epoch-{:04}.kiln", epoch_), o.seed);
+    std::vector<std::filesystem::path> kept;
+    for (const auto& entry : std::filesystem::directory_iterator(o.checkpoint_dir)) {
+      const auto name = entry.path().filename().string();
+      if (name.starts_with("epoch-") && name.ends_with(".kiln")) kept.push_back(entry.path());
+    }
+    std::sort(kept.begin(), kept.end());
+    for (std::size_t i = 0; i + std::max<std::size_t>(o.keep_checkpoints, 1) < kept.size(); ++i)
+      std::filesystem::remove(kept[i]);
+  }
+
   static double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
@@ -312,6 +355,8 @@ class trainer {
   Optimizer optimizer_;
   typename Optimizer::template state<scalar> state_;
   std::vector<target_type> targets_;
+  std::size_t epoch_ = 0;
+  std::size_t step_ = 0;
 };
 
 }  // namespace kiln

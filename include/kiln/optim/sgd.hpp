@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,6 +26,8 @@
 namespace kiln {
 
 struct sgd {
+  static constexpr std::string_view name = "sgd";
+
   float lr = 0.01f;
   float momentum = 0.0f;
   float weight_decay = 0.0f;
@@ -67,6 +70,7 @@ struct sgd {
     }
 
     std::span<T> buffer() noexcept { return velocity_; }
+    std::span<const T> buffer() const noexcept { return velocity_; }
 
    private:
     std::vector<T> velocity_;
@@ -76,6 +80,8 @@ struct sgd {
 /// `Optimizer<O, T>`: O can update a flat buffer of T.
 template <class O, class T>
 concept Optimizer = requires(const O& o, typename O::template state<T>& s, std::span<T> w, std::span<const T> g) {
+  { O::name } -> std::convertible_to<std::string_view>;
+  { s.buffer() } -> std::convertible_to<std::span<T>>;
   o.validate();
   typename O::template state<T>;
   s.step(o, w, g);
