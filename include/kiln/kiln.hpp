@@ -15,6 +15,7 @@
 #include <kiln/data/dataset.hpp>
 #include <kiln/data/fashion_mnist.hpp>
 #include <kiln/data/idx.hpp>
+#include <kiln/data/text.hpp>
 #include <kiln/format.hpp>
 #include <kiln/input.hpp>
 #include <kiln/layer.hpp>

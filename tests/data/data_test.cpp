@@ -2,6 +2,7 @@
 #include <kiln/data/dataset.hpp>
 #include <kiln/data/fashion_mnist.hpp>
 #include <kiln/data/idx.hpp>
+#include <kiln/data/text.hpp>
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -186,5 +187,31 @@ TEST(fashion_mnist, the_debian_package_data_loads_whole) {
   for (float x : f.train.features) lo = std::min(lo, x), hi = std::max(hi, x);
   EXPECT_EQ(lo, 0.0f);
   EXPECT_EQ(hi, 1.0f);
+}
+}  // namespace
+
+namespace {
+TEST(text, vocabulary_round_trips_printable_text) {
+  const auto t = kiln::char_vocabulary::encode("Hi!\n\tok\x01~");
+  EXPECT_EQ(t, (std::vector<std::uint32_t>{'H' - 31, 'i' - 31, '!' - 31, 0, 1, 'o' - 31, 'k' - 31, '~' - 31}));
+  EXPECT_EQ(kiln::char_vocabulary::decode(t), "Hi!\n ok~");
+  EXPECT_EQ(kiln::char_vocabulary::token('~'), kiln::char_vocabulary::size - 1);
+}
+
+TEST(text, next_token_windows_are_labelled_with_what_follows) {
+  const std::vector<std::uint32_t> ids{1, 2, 3, 4, 5, 6, 7};
+  const kiln::dataset d = kiln::next_token_dataset(ids, 3, 2, "toy");
+  ASSERT_EQ(d.size(), 2u);  // windows at 0 and 2; at 4 nothing would follow
+  EXPECT_EQ(d.features, (std::vector<float>{1, 2, 3, 3, 4, 5}));
+  EXPECT_EQ(d.labels, (std::vector<std::uint32_t>{4, 6}));
+}
+
+TEST(text, a_missing_corpus_is_named) {
+  try {
+    kiln::load_fortunes("/nonexistent/fortunes");
+    FAIL() << "no exception";
+  } catch (const kiln::data_error& e) {
+    EXPECT_STREQ(e.what(), "kiln: /nonexistent/fortunes: no such directory (install the Debian package fortunes)");
+  }
 }
 }  // namespace

@@ -1,0 +1,113 @@
+// kiln/data/text.hpp — characters as tokens, for small language models.
+//
+// WHAT IT OFFERS
+//   `char_vocabulary`   a fixed vocabulary of 96 tokens: '\n' is 0, the
+//                       printable ASCII characters ' '…'~' are 1…95. A tab
+//                       reads as a space; other bytes are dropped.
+//   `load_fortunes`     the text of the Debian package `fortunes` (every
+//                       fortune file in /usr/share/games/fortunes), with the
+//                       '%' separator lines removed.
+//   `next_token_dataset` windows of `Context` tokens as samples, labelled
+//                       with the token that follows each window: the data of
+//                       model<input_tokens<Context>, ...> with
+//                       softmax_cross_entropy over char_vocabulary::size.
+//
+// ERRORS
+//   A missing corpus directory, or one without fortune files, raises
+//   kiln::data_error naming it.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <kiln/data/dataset.hpp>
+#include <kiln/data/idx.hpp>
+
+namespace kiln {
+
+struct char_vocabulary {
+  static constexpr std::size_t size = 96;
+
+  /// The token of `c`, or size (no token) for a byte outside the vocabulary.
+  static constexpr std::uint32_t token(char c) noexcept {
+    if (c == '\n') return 0;
+    if (c == '\t') c = ' ';
+    if (c >= ' ' && c <= '~') return static_cast<std::uint32_t>(c - ' ' + 1);
+    return size;
+  }
+  static constexpr char character(std::uint32_t token) noexcept {
+    return token == 0 ? '\n' : static_cast<char>(' ' + token - 1);
+  }
+  static std::vector<std::uint32_t> encode(std::string_view text) {
+    std::vector<std::uint32_t> out;
+    out.reserve(text.size());
+    for (char c : text)
+      if (const auto t = token(c); t < size) out.push_back(t);
+    return out;
+  }
+  static std::string decode(std::span<const std::uint32_t> tokens) {
+    std::string s;
+    for (auto t : tokens) s += character(t);
+    return s;
+  }
+};
+
+inline constexpr std::string_view fortunes_directory = "/usr/share/games/fortunes";
+
+/// Every fortune file under `dir` (sorted by name, so the text is the same
+/// on every machine), '%' lines removed.
+inline std::string load_fortunes(const std::filesystem::path& dir = std::filesystem::path(fortunes_directory)) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw data_error(dir, "no such directory (install the Debian package fortunes)");
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    // The text files have a .dat index beside them; .u8 links duplicate them.
+    if (e.is_regular_file() && !e.is_symlink() && !e.path().has_extension() &&
+        std::filesystem::exists(e.path().string() + ".dat"))
+      files.push_back(e.path());
+  }
+  if (files.empty()) throw data_error(dir, "holds no fortune files (a file with a .dat index beside it)");
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line == "%") continue;
+      text += line;
+      text += '\n';
+    }
+  }
+  return text;
+}
+
+/// Samples of `context` tokens, every `stride` tokens, each labelled with
+/// the token after it. Features hold the token ids as floats.
+inline dataset next_token_dataset(std::span<const std::uint32_t> tokens, std::size_t context, std::size_t stride,
+                                  std::string name) {
+  if (context == 0 || stride == 0) throw std::invalid_argument("kiln::next_token_dataset: context and stride must be > 0");
+  dataset d;
+  d.name = std::move(name);
+  d.sample_shape = {context};
+  for (std::size_t start = 0; start + context < tokens.size(); start += stride) {
+    for (std::size_t k = 0; k < context; ++k) d.features.push_back(static_cast<float>(tokens[start + k]));
+    d.labels.push_back(tokens[start + context]);
+  }
+  return d;
+}
+
+}  // namespace kiln
