@@ -87,15 +87,19 @@ namespace detail {
 
 class byte_writer {
  public:
+  void append(const void* p, std::size_t n) {
+    const std::size_t at = bytes_.size();
+    bytes_.resize(at + n);
+    if (n) std::memcpy(bytes_.data() + at, p, n);
+  }
   template <class T>
     requires std::is_trivially_copyable_v<T>
   void put(const T& v) {
-    const auto* p = reinterpret_cast<const unsigned char*>(&v);
-    bytes_.insert(bytes_.end(), p, p + sizeof(T));
+    append(&v, sizeof(T));
   }
   void put_text(std::string_view s) {
     put<std::uint64_t>(s.size());
-    bytes_.insert(bytes_.end(), s.begin(), s.end());
+    append(s.data(), s.size());
   }
   template <class Stored, class T>
   void put_scalars(std::span<const T> v) {
@@ -209,7 +213,7 @@ void save_checkpoint(const std::filesystem::path& file, const Program& program,
   using Stored = std::conditional_t<std::is_same_v<T, double>, double, float>;
   using layout = typename Program::layout;
   detail::byte_writer w;
-  w.bytes().insert(w.bytes().end(), checkpoint_magic.begin(), checkpoint_magic.end());
+  w.append(checkpoint_magic.data(), checkpoint_magic.size());
   w.put<std::uint32_t>(checkpoint_format_version);
   w.put<std::uint32_t>(sizeof(Stored));
   w.put_text(Program::model_type::signature());

@@ -13,21 +13,29 @@
 //                    gradients of the mean loss (0-filled first)
 //     evaluate(t)    the loss of the last forward, without gradients
 //
-//   Options: `precision<T>` (float, the default, or double), and a loss
-//   (`softmax_cross_entropy<>` by default, or `mse`).
+//   Options: `precision<T>` (float, the default, or double), a loss
+//   (`softmax_cross_entropy<>` by default, or `mse`), and `replicate<N>`:
+//   N replicas, one pinned thread each, every one with its own workspace and
+//   gradients, all reading the ONE parameter buffer (so ties cannot break);
+//   a step takes N × B samples, replica r the r-th slice, and backward
+//   reduces the N gradients in a fixed order (the result does not depend on
+//   thread timing) and, under MPI, across ranks with one MPI_Allreduce.
 //
 // SHAPE CONTRACT
-//   input(): B × Model::input_shape::size scalars, sample after sample.
-//   output(): B × Model::output_shape::size scalars, sample after sample.
+//   input(): N × B × Model::input_shape::size scalars, sample after sample.
+//   output(): N × B × Model::output_shape::size scalars, sample after sample.
 //
 // THREAD SAFETY
-//   A program is one replica; use it from one thread at a time.
-//   forward/backward/evaluate never allocate.
+//   Drive a program from one thread at a time; with replicate<N> it runs its
+//   replicas on its own threads. forward/backward/evaluate never allocate.
+//   An exception in any replica is rethrown in the calling thread after all
+//   replicas have finished the step (the lowest replica's, if several).
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +54,8 @@
 
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_context.hpp>
+#include <kiln/detail/worker_pool.hpp>
+#include <kiln/distributed.hpp>
 #include <kiln/losses/softmax_cross_entropy.hpp>
 #include <kiln/model.hpp>
 #include <kiln/random.hpp>
@@ -79,6 +89,37 @@ struct precision {
   using type = Scalar;
 };
 
+namespace diagnostics {
+template <std::size_t N>
+inline constexpr bool replicate_needs_at_least_one_replica = N > 0;
+template <std::size_t N, std::size_t... Cores>
+inline constexpr bool replicate_names_no_core_or_one_per_replica = sizeof...(Cores) == 0 || sizeof...(Cores) == N;
+}  // namespace diagnostics
+
+/// Data-parallel training on N replicas, one thread each, pinned to cores
+/// 0…N−1, or to the named Cores (`replicate<1, 5>`: one replica on core 5).
+/// All replicas read the one parameter buffer; see kiln/compile.hpp.
+template <std::size_t N, std::size_t... Cores>
+struct replicate {
+  static_assert(diagnostics::replicate_needs_at_least_one_replica<N>,
+                "kiln::replicate<N>: N is the number of replicas and must be at least 1");
+  static_assert(diagnostics::replicate_names_no_core_or_one_per_replica<N, Cores...>,
+                "kiln::replicate<N, Cores...>: name no core (replica r runs on core r) or exactly one core per "
+                "replica");
+  static constexpr std::size_t replicas = N;
+  static constexpr std::array<std::size_t, sizeof...(Cores)> cores{Cores...};
+  static constexpr bool threaded = true;
+};
+
+namespace detail {
+/// No replicate option: one replica, run by the calling thread.
+struct single_replica {
+  static constexpr std::size_t replicas = 1;
+  static constexpr std::array<std::size_t, 0> cores{};
+  static constexpr bool threaded = false;
+};
+}  // namespace detail
+
 /// `Loss<L>`: L is a kiln loss spec (softmax_cross_entropy<...>, mse).
 template <class L>
 concept Loss = requires { typename L::kiln_loss; };
@@ -88,6 +129,8 @@ template <class T> struct is_batch : std::false_type {};
 template <std::size_t B> struct is_batch<batch<B>> : std::true_type {};
 template <class T> struct is_precision : std::false_type {};
 template <class S> struct is_precision<precision<S>> : std::true_type {};
+template <class T> struct is_replicate : std::false_type {};
+template <std::size_t N, std::size_t... C> struct is_replicate<replicate<N, C...>> : std::true_type {};
 
 template <class... Options>
 struct compile_options {
@@ -96,9 +139,9 @@ struct compile_options {
                 "kiln::compile<Model, Options...>: give exactly one batch<B> option, e.g. compile<Model, batch<64>>()");
 
   template <class O>
-  static constexpr bool known = is_batch<O>::value || is_precision<O>::value || Loss<O>;
+  static constexpr bool known = is_batch<O>::value || is_precision<O>::value || is_replicate<O>::value || Loss<O>;
   static_assert(((known<Options> || diagnostics::compile_option_must_be_batch_precision_or_a_loss<Options>) && ...),
-                "kiln::compile<Model, Options...>: every option is batch<B>, precision<T> or a loss");
+                "kiln::compile<Model, Options...>: every option is batch<B>, precision<T>, replicate<N> or a loss");
 
   template <template <class> class Is, class Default>
   static constexpr auto pick() {
@@ -116,6 +159,7 @@ struct compile_options {
   using batch_type = typename decltype(+pick<is_batch, batch<1>>())::type;
   using scalar = typename decltype(+pick<is_precision, precision<float>>())::type::type;
   using loss = typename decltype(+pick<is_loss, softmax_cross_entropy<>>())::type;
+  using replication = typename decltype(+pick<is_replicate, single_replica>())::type;
 };
 
 /// A buffer of T aligned to 64 bytes.
@@ -133,45 +177,44 @@ aligned_buffer<T> make_aligned(std::size_t n) {
 }
 }  // namespace detail
 
-template <class Model, std::size_t B, class T, class LossSpec>
+template <class Model, std::size_t B, class T, class LossSpec, class Replication>
 class program {
  public:
   using model_type = Model;
   using scalar_type = T;
   using loss_type = LossSpec;
+  using replication = Replication;
   using bound_loss = typename LossSpec::template bind<typename Model::output_shape_type>;
   using target_type = typename bound_loss::target_type;
   using layout = typename Model::parameters;
   using plan = typename Model::template memory_plan<B, T>;
 
+  /// Samples per replica and step.
   static constexpr std::size_t batch_size = B;
+  /// Replicas (replicate<N>; 1 without it).
+  static constexpr std::size_t replicas = Replication::replicas;
+  /// Samples per step in this process: replicas × batch_size.
+  static constexpr std::size_t global_batch = replicas * B;
   static constexpr std::size_t input_size = Model::input_shape_type::size;
   static constexpr std::size_t output_size = Model::output_shape_type::size;
   static constexpr std::size_t targets_per_sample = bound_loss::targets_per_sample;
   static constexpr std::size_t layer_count = Model::layer_count;
 
   /// Builds the program and initialises its parameters from `seed`.
-  explicit program(std::uint64_t seed = 0)
-      : block_(detail::make_aligned<T>(2 * layout::buffer_size + plan::activation_elements + plan::gradient_elements)) {
-    reserve_products();
-    initialize(seed);
-  }
+  explicit program(std::uint64_t seed = 0) : program(nullptr) { initialize(seed); }
 
-  program(const program& other)
-      : block_(detail::make_aligned<T>(2 * layout::buffer_size + plan::activation_elements + plan::gradient_elements)) {
-    reserve_products();
-    std::copy_n(other.block_.get(), 2 * layout::buffer_size, block_.get());
-  }
+  program(const program& other) : program(nullptr) { copy_parameters_from(other); }
   program& operator=(const program& other) {
-    if (this != &other) std::copy_n(other.block_.get(), 2 * layout::buffer_size, block_.get());
+    if (this != &other) copy_parameters_from(other);
     return *this;
   }
   program(program&&) noexcept = default;
   program& operator=(program&&) noexcept = default;
+  ~program() = default;
 
-  /// Copies the parameters of another program of the same model (any batch;
-  /// a float program from a double one and the reverse). Ties stay tied:
-  /// both layouts are the model's, one slot per tag.
+  /// Copies the parameters of another program of the same model (any batch,
+  /// precision or replication). Ties stay tied: both layouts are the
+  /// model's, one slot per tag.
   template <class OtherProgram>
   void assign_parameters(const OtherProgram& other) {
     static_assert(std::is_same_v<typename OtherProgram::model_type, Model>,
@@ -184,27 +227,27 @@ class program {
   /// otherwise, biases zero. The same seed gives the same bits.
   void initialize(std::uint64_t seed) {
     rng g(seed, /*stream=*/0x1417);
-    std::fill_n(parameters().data(), layout::buffer_size, T(0));
+    std::fill_n(params_.get(), layout::buffer_size, T(0));
     initialize_each(g, std::make_index_sequence<layout::tensor_count>{});
   }
 
-  /// The flat parameter buffer (parameters at their offsets, zero padding).
-  std::span<T> parameters() noexcept { return {block_.get(), layout::buffer_size}; }
-  std::span<const T> parameters() const noexcept { return {block_.get(), layout::buffer_size}; }
-  /// Gradients, in the parameters' layout.
-  std::span<T> gradients() noexcept { return {block_.get() + layout::buffer_size, layout::buffer_size}; }
-  std::span<const T> gradients() const noexcept { return {block_.get() + layout::buffer_size, layout::buffer_size}; }
+  /// The flat parameter buffer (parameters at their offsets, zero padding):
+  /// one buffer, read by every replica.
+  std::span<T> parameters() noexcept { return {params_.get(), layout::buffer_size}; }
+  std::span<const T> parameters() const noexcept { return {params_.get(), layout::buffer_size}; }
+  /// Gradients of the last backward(), reduced over all replicas (and ranks),
+  /// in the parameters' layout.
+  std::span<T> gradients() noexcept { return {gradient_of(0), layout::buffer_size}; }
+  std::span<const T> gradients() const noexcept { return {gradient_of(0), layout::buffer_size}; }
 
   /// The parameter named `Tag` (row-major in its shape).
   template <class Tag>
   std::span<T> parameter() noexcept {
-    using P = typename layout_entry<Tag>::type;
-    return {block_.get() + layout::template offset<Tag>, P::shape_type::size};
+    return {params_.get() + layout::template offset<Tag>, layout_entry<Tag>::type::shape_type::size};
   }
   template <class Tag>
   std::span<T> gradient() noexcept {
-    using P = typename layout_entry<Tag>::type;
-    return {block_.get() + layout::buffer_size + layout::template offset<Tag>, P::shape_type::size};
+    return {gradient_of(0) + layout::template offset<Tag>, layout_entry<Tag>::type::shape_type::size};
   }
   /// Parameter `Slot` of the layer at 1-based `Position` (a dense layer's
   /// weight is slot 0, its bias slot 1).
@@ -217,41 +260,139 @@ class program {
     return gradient<typename layer_param<Position, Slot>::tag>();
   }
 
-  /// Where the next batch goes: B samples of input_size scalars each.
-  std::span<T> input() noexcept { return {activations() + plan::activation_offset[0], B * input_size}; }
-  /// The last forward's output: B samples of output_size scalars each.
+  /// Where the next step's samples go: global_batch samples of input_size
+  /// scalars each; replica r reads samples [r·B, (r+1)·B).
+  std::span<T> input() noexcept { return {input_.get(), global_batch * input_size}; }
+  std::span<const T> input() const noexcept { return {input_.get(), global_batch * input_size}; }
+  /// The last forward's output: global_batch samples of output_size scalars.
   std::span<const T> output() const noexcept {
-    return {activations() + plan::activation_offset[layer_count], B * output_size};
+    if constexpr (replicas == 1) {
+      return {activation(0, layer_count), B * output_size};
+    } else {
+      return {output_.get(), global_batch * output_size};
+    }
   }
 
-  /// Runs every layer on input(). Throws only where a layer checks data
-  /// (an embedding given a token id out of range).
+  /// Runs every layer on input(), every replica on its slice. Throws only
+  /// where a layer checks data (an embedding given a token id out of range).
   void forward() {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (forward_layer<I>(), ...); }
-    (std::make_index_sequence<layer_count>{});
+    auto task = [this](std::size_t r) { forward_replica(r); };
+    run(task);
+    gather_outputs();
   }
 
   /// The loss of the last forward() against `targets` (targets_per_sample
   /// per sample); only the first `valid` samples count (padding after).
-  loss_value evaluate(std::span<const target_type> targets, std::size_t valid = B) const {
+  loss_value evaluate(std::span<const target_type> targets, std::size_t valid = global_batch) {
     check_targets(targets, valid);
-    return bound_loss::evaluate(output().data(), targets.data(), B, valid, static_cast<T*>(nullptr));
+    auto task = [&](std::size_t r) {
+      const std::size_t v = valid_in(r, valid);
+      results_[r] = v ? bound_loss::evaluate(activation(r, layer_count), targets.data() + r * B * targets_per_sample,
+                                             B, v, static_cast<T*>(nullptr))
+                      : loss_value{};
+    };
+    if (valid <= B) {
+      task(0);  // one replica's worth: no need to wake the others
+      for (std::size_t r = 1; r < replicas; ++r) results_[r] = {};
+    } else {
+      run(task);
+    }
+    return combined(valid);
   }
 
   /// Loss of the last forward() and the gradient of its mean over the first
-  /// `valid` samples with respect to every parameter (into gradients()).
-  loss_value backward(std::span<const target_type> targets, std::size_t valid = B) {
+  /// `valid` samples with respect to every parameter (into gradients()):
+  /// each replica's backward, then one reduction in a fixed order (so the
+  /// result does not depend on thread timing), then, across MPI ranks, one
+  /// allreduce.
+  loss_value backward(std::span<const target_type> targets, std::size_t valid = global_batch) {
     check_targets(targets, valid);
-    T* dy = grad_slot(0);
-    loss_value r = bound_loss::evaluate(output().data(), targets.data(), B, valid, dy);
-    std::fill_n(gradients().data(), layout::buffer_size, T(0));
-    int current = 0;
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (backward_layer<layer_count - 1 - I>(current), ...); }
-    (std::make_index_sequence<layer_count>{});
+    auto task = [&](std::size_t r) { backward_replica(r, targets, valid_in(r, valid)); };
+    run(task);
+    if constexpr (replicas > 1) {
+      auto reduce = [&](std::size_t r) { reduce_chunk(r, valid); };
+      run(reduce);
+    }
+    loss_value r = combined(valid);
+    if (distributed::ranks() > 1) {
+      // Every rank takes the same step: the mean gradient, and the mean loss
+      // (so a NaN anywhere stops every rank alike).
+      distributed::allreduce_sum(gradients());
+      const T scale = T(1) / static_cast<T>(distributed::ranks());
+      for (T& g : gradients()) g *= scale;
+      double totals[4] = {r.loss * static_cast<double>(r.samples), static_cast<double>(r.samples),
+                          static_cast<double>(r.correct), static_cast<double>(r.predictions)};
+      distributed::allreduce_sum(std::span<double>(totals));
+      r.samples = static_cast<std::size_t>(totals[1]);
+      r.loss = r.samples ? totals[0] / totals[1] : 0.0;
+      r.correct = static_cast<std::size_t>(totals[2]);
+      r.predictions = static_cast<std::size_t>(totals[3]);
+    }
     return r;
   }
 
  private:
+  /// One replica's workspace: gradients, activations (slot 0, the input,
+  /// lives in the shared input buffer), two gradient slots, packing space.
+  struct replica {
+    detail::aligned_buffer<T> block;
+    detail::gemm_scratch<T> scratch;
+  };
+  static constexpr std::size_t replica_elements =
+      layout::buffer_size + plan::activation_elements + plan::gradient_elements;
+
+  explicit program(std::nullptr_t)
+      : params_(detail::make_aligned<T>(layout::buffer_size)),
+        input_(detail::make_aligned<T>(global_batch * input_size)),
+        output_(detail::make_aligned<T>(replicas > 1 ? global_batch * output_size : 0)),
+        replicas_(std::make_unique<replica[]>(replicas)),
+        results_(std::make_unique<loss_value[]>(replicas)) {
+    for (std::size_t r = 0; r < replicas; ++r) {
+      replicas_[r].block = detail::make_aligned<T>(replica_elements);
+      boost::hana::for_each(Model::layers, [&](auto t) {
+        using L = typename decltype(t)::type;
+        if constexpr (requires { L::template reserve<B, T>(replicas_[r].scratch); })
+          L::template reserve<B, T>(replicas_[r].scratch);
+      });
+    }
+    if constexpr (Replication::threaded)
+      pool_ = std::make_unique<detail::worker_pool>(replicas, std::span<const std::size_t>(Replication::cores));
+  }
+
+  void copy_parameters_from(const program& other) {
+    std::copy_n(other.params_.get(), layout::buffer_size, params_.get());
+    std::copy_n(other.gradient_of(0), layout::buffer_size, gradient_of(0));
+  }
+
+  template <class F>
+  void run(F& task) {
+    if constexpr (Replication::threaded) {
+      pool_->run(task);
+    } else {
+      task(std::size_t{0});
+    }
+  }
+
+  static std::size_t valid_in(std::size_t r, std::size_t valid) noexcept {
+    return valid > r * B ? std::min(B, valid - r * B) : 0;
+  }
+
+  loss_value combined(std::size_t valid) const noexcept {
+    if constexpr (replicas == 1) {
+      return results_[0];
+    } else {
+      loss_value all{0, valid, 0, 0};
+      double weighted = 0;
+      for (std::size_t r = 0; r < replicas; ++r) {
+        weighted += results_[r].loss * static_cast<double>(results_[r].samples);
+        all.correct += results_[r].correct;
+        all.predictions += results_[r].predictions;
+      }
+      all.loss = valid ? weighted / static_cast<double>(valid) : 0.0;
+      return all;
+    }
+  }
+
   template <class Tag>
   struct layout_entry {
     static_assert(layout::template contains<Tag>, "kiln::program: this tag names no parameter of the model");
@@ -264,27 +405,57 @@ class program {
     using tag = typename type::tag;
   };
 
-  T* activations() const noexcept { return block_.get() + 2 * layout::buffer_size; }
-  T* grad_slot(int i) const noexcept {
-    return activations() + plan::activation_elements + static_cast<std::size_t>(i) * plan::gradient_slot_elements;
+  T* gradient_of(std::size_t r) const noexcept { return replicas_[r].block.get(); }
+  /// Activation slot of layer k (0 = the input) of replica r.
+  T* activation(std::size_t r, std::size_t k) const noexcept {
+    if (plan::slot[k] == plan::slot[0]) return input_.get() + r * B * input_size;
+    return replicas_[r].block.get() + layout::buffer_size + plan::activation_offset[k];
+  }
+  T* grad_slot(std::size_t r, int i) const noexcept {
+    return replicas_[r].block.get() + layout::buffer_size + plan::activation_elements +
+           static_cast<std::size_t>(i) * plan::gradient_slot_elements;
   }
 
   using context = detail::layer_context<T, B, layout>;
 
-  context make_context(std::size_t k) const noexcept {
+  context make_context(std::size_t r, std::size_t k) const noexcept {
     context c;
-    c.x = activations() + plan::activation_offset[k - 1];
-    c.y = activations() + plan::activation_offset[k];
-    c.w = block_.get();
-    c.dw = block_.get() + layout::buffer_size;
-    c.gemm = &scratch_;
+    c.x = activation(r, k - 1);
+    c.y = activation(r, k);
+    c.w = params_.get();
+    c.dw = gradient_of(r);
+    c.gemm = &replicas_[r].scratch;
     return c;
   }
 
+  void forward_replica(std::size_t r) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (forward_layer<I>(r), ...); }
+    (std::make_index_sequence<layer_count>{});
+  }
   template <std::size_t I>
-  void forward_layer() {
+  void forward_layer(std::size_t r) {
     using L = typename Model::template layer<I>;
-    if constexpr (!L::is_view) L::forward(make_context(I + 1));
+    if constexpr (!L::is_view) L::forward(make_context(r, I + 1));
+  }
+
+  void gather_outputs() noexcept {
+    if constexpr (replicas > 1) {
+      for (std::size_t r = 0; r < replicas; ++r)
+        std::copy_n(activation(r, layer_count), B * output_size, output_.get() + r * B * output_size);
+    }
+  }
+
+  void backward_replica(std::size_t r, std::span<const target_type> targets, std::size_t valid) {
+    std::fill_n(gradient_of(r), layout::buffer_size, T(0));
+    if (valid == 0) {
+      results_[r] = {};
+      return;
+    }
+    results_[r] = bound_loss::evaluate(activation(r, layer_count), targets.data() + r * B * targets_per_sample, B,
+                                       valid, grad_slot(r, 0));
+    int current = 0;
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (backward_layer<layer_count - 1 - I>(r, current), ...); }
+    (std::make_index_sequence<layer_count>{});
   }
 
   /// True when some layer before index I computes something (so layer I's
@@ -298,34 +469,45 @@ class program {
   }
 
   template <std::size_t I>
-  void backward_layer(int& current) noexcept {
+  void backward_layer(std::size_t r, int& current) {
     using L = typename Model::template layer<I>;
     if constexpr (!L::is_view) {
-      context c = make_context(I + 1);
-      c.dy = grad_slot(current);
+      context c = make_context(r, I + 1);
+      c.dy = grad_slot(r, current);
       if constexpr (input_gradient_needed<I>()) {
-        c.dx = grad_slot(1 - current);
+        c.dx = grad_slot(r, 1 - current);
         current = 1 - current;
       }
       L::backward(c);
     }
   }
 
+  /// Replica r sums its share of the gradient buffer over all replicas, in
+  /// replica order, weighting each by its share of the valid samples.
+  void reduce_chunk(std::size_t r, std::size_t valid) noexcept {
+    constexpr std::size_t chunk = detail::round_up((layout::buffer_size + replicas - 1) / replicas, 16);
+    const std::size_t begin = std::min(r * chunk, layout::buffer_size);
+    const std::size_t end = std::min(begin + chunk, layout::buffer_size);
+    T weight[replicas];
+    for (std::size_t q = 0; q < replicas; ++q)
+      weight[q] = valid ? static_cast<T>(valid_in(q, valid)) / static_cast<T>(valid) : T(0);
+    T* out = gradient_of(0);
+    for (std::size_t i = begin; i < end; ++i) {
+      T sum = weight[0] * out[i];
+      for (std::size_t q = 1; q < replicas; ++q) sum += weight[q] * gradient_of(q)[i];
+      out[i] = sum;
+    }
+  }
+
   void check_targets(std::span<const target_type> targets, std::size_t valid) const {
-    if (valid > B) {
-      throw std::invalid_argument(fmt::format("kiln::program: {} valid samples in a batch of {}", valid, B));
+    if (valid > global_batch) {
+      throw std::invalid_argument(
+          fmt::format("kiln::program: {} valid samples in a step of {}", valid, global_batch));
     }
     if (targets.size() < valid * targets_per_sample) {
       throw std::invalid_argument(fmt::format("kiln::program: {} targets given for {} samples ({} per sample)",
                                               targets.size(), valid, targets_per_sample));
     }
-  }
-
-  void reserve_products() {
-    boost::hana::for_each(Model::layers, [&](auto t) {
-      using L = typename decltype(t)::type;
-      if constexpr (requires { L::template reserve<B, T>(scratch_); }) L::template reserve<B, T>(scratch_);
-    });
   }
 
   template <std::size_t... I>
@@ -334,7 +516,7 @@ class program {
   }
   template <class P>
   void initialize_one(rng& g) {
-    T* p = block_.get() + layout::template offset<typename P::tag>;
+    T* p = params_.get() + layout::template offset<typename P::tag>;
     constexpr std::size_t n = P::shape_type::size;
     switch (static_cast<init>(P::initializer)) {
       case init::he_normal: {
@@ -358,8 +540,12 @@ class program {
     }
   }
 
-  detail::aligned_buffer<T> block_;
-  mutable detail::gemm_scratch<T> scratch_;
+  detail::aligned_buffer<T> params_;
+  detail::aligned_buffer<T> input_;
+  detail::aligned_buffer<T> output_;
+  std::unique_ptr<replica[]> replicas_;
+  std::unique_ptr<loss_value[]> results_;
+  std::unique_ptr<detail::worker_pool> pool_;
 };
 
 /// Compiles `Model` for steps of `batch<B>` samples (plus optional
@@ -368,7 +554,7 @@ template <class M, class... Options>
 auto compile(std::uint64_t seed = 0) {
   static_assert(Model<M>, "kiln::compile<M, ...>: M must be a kiln::model<input<...>, layers...>");
   using opts = detail::compile_options<Options...>;
-  return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss>(seed);
+  return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss, typename opts::replication>(seed);
 }
 
 }  // namespace kiln

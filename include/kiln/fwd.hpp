@@ -49,7 +49,10 @@ struct mse;
 struct sgd;
 
 /// The compiled program and its trainer.
-template <class Model, std::size_t Batch, class Scalar, class Loss> class program;
+template <std::size_t N, std::size_t... Cores> struct replicate;
+namespace detail { struct single_replica; }
+template <class Model, std::size_t Batch, class Scalar, class Loss, class Replication = detail::single_replica>
+class program;
 template <class Program, class Optimizer> class trainer;
 
 }  // namespace kiln

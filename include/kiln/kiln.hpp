@@ -16,6 +16,7 @@
 #include <kiln/data/fashion_mnist.hpp>
 #include <kiln/data/idx.hpp>
 #include <kiln/data/text.hpp>
+#include <kiln/distributed.hpp>
 #include <kiln/format.hpp>
 #include <kiln/input.hpp>
 #include <kiln/layer.hpp>
@@ -31,6 +32,7 @@
 #include <kiln/model.hpp>
 #include <kiln/optim/sgd.hpp>
 #include <kiln/random.hpp>
+#include <kiln/sampler.hpp>
 #include <kiln/shape.hpp>
 #include <kiln/tied.hpp>
 #include <kiln/trainer.hpp>

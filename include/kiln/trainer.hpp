@@ -51,7 +51,9 @@
 #include <kiln/data/dataset.hpp>
 #include <kiln/detail/progress.hpp>
 #include <kiln/optim/sgd.hpp>
+#include <kiln/distributed.hpp>
 #include <kiln/random.hpp>
+#include <kiln/sampler.hpp>
 
 namespace kiln {
 
@@ -60,10 +62,6 @@ struct epochs {
   std::size_t count = 1;
 };
 
-/// What to do with the samples left over when an epoch does not divide into
-/// whole batches: leave them out this epoch, or fill the last batch from the
-/// start of the (shuffled) order.
-enum class remainder { drop, wrap };
 
 /// Where progress goes: `automatic` is a live bar on a terminal and one line
 /// per epoch otherwise.
@@ -113,7 +111,8 @@ class trainer {
  public:
   using scalar = typename Program::scalar_type;
   using target_type = typename Program::target_type;
-  static constexpr std::size_t B = Program::batch_size;
+  /// Samples per step in this process (replicas × batch).
+  static constexpr std::size_t B = Program::global_batch;
 
   trainer(Program& p, Optimizer opt)
       : program_(p), optimizer_(opt), state_(p.parameters().size()), targets_(B * Program::targets_per_sample) {
@@ -144,38 +143,57 @@ class trainer {
   }
 
   fit_history fit(const dataset& train, epochs n, const fit_options& o = {}) {
+    if (distributed::ranks() == 1) return fit_here(train, n, o);
+    // Across processes, an error on one rank would leave the others waiting
+    // in the next allreduce: report it and end the whole job instead.
+    try {
+      return fit_here(train, n, o);
+    } catch (const std::exception& e) {
+      distributed::abort(fmt::format("kiln: rank {}: {}", distributed::rank(), e.what()));
+    }
+  }
+
+ private:
+  fit_history fit_here(const dataset& train, epochs n, const fit_options& o) {
     check(train, "training set");
     if (o.validation) check(*o.validation, "validation set");
-    if (train.size() < B && !(o.remainder == remainder::wrap && train.size() > 0)) {
-      throw std::invalid_argument(fmt::format("kiln::trainer::fit: the training set '{}' has {} samples, fewer than one "
-                                              "batch of {} (use remainder::wrap to repeat samples)",
-                                              train.name, train.size(), B));
-    }
     std::optional<fmt::ostream> log;
-    if (!o.metrics_log.empty()) log.emplace(fmt::output_file(o.metrics_log.string()));
-    const bool live = o.progress == progress_mode::bar ||
-                      (o.progress == progress_mode::automatic && detail::is_terminal(o.output));
-    const bool lines = o.progress != progress_mode::none && o.output;
+    if (!o.metrics_log.empty() && distributed::is_primary()) log.emplace(fmt::output_file(o.metrics_log.string()));
+    // Under MPI only rank 0 prints and writes files.
+    const bool primary = distributed::is_primary();
+    const bool live = primary && (o.progress == progress_mode::bar ||
+                                  (o.progress == progress_mode::automatic && detail::is_terminal(o.output)));
+    const bool lines = primary && o.progress != progress_mode::none && o.output;
     detail::progress_bar bar(o.output, live);
 
     fit_history history;
-    std::vector<std::size_t> order(train.size());
-    const std::size_t steps =
-        o.remainder == remainder::drop ? train.size() / B : (train.size() + B - 1) / B;
+    // One order per epoch for every replica of every rank; this process's
+    // replicas are workers rank·N … rank·N + N − 1 of the static sampler.
+    const static_sampler sampler{.samples = train.size(),
+                                 .batch = Program::batch_size,
+                                 .workers = Program::replicas * static_cast<std::size_t>(distributed::ranks()),
+                                 .seed = o.seed,
+                                 .shuffle = o.shuffle,
+                                 .remainder = o.remainder};
+    const std::size_t first_worker = static_cast<std::size_t>(distributed::rank()) * Program::replicas;
+    const std::size_t steps = sampler.steps();
+    if (steps == 0) {
+      throw std::invalid_argument(fmt::format("kiln::trainer::fit: the training set '{}' has {} samples, fewer than "
+                                              "one step of {} (use remainder::wrap to repeat samples)",
+                                              train.name, train.size(), sampler.step_size()));
+    }
 
     const std::size_t last_epoch = epoch_ + n.count;
     for (std::size_t e = epoch_ + 1; e <= last_epoch; ++e) {
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      if (o.shuffle) {
-        rng g(o.seed, e);
-        shuffle(std::span<std::size_t>(order), g);
-      }
+      const std::vector<std::size_t> order = sampler.order(e);
       const auto start = std::chrono::steady_clock::now();
       double loss_sum = 0;
       std::size_t correct = 0, seen = 0, predictions = 0;
       for (std::size_t s = 0; s < steps; ++s) {
         std::array<std::size_t, B> pick;
-        for (std::size_t i = 0; i < B; ++i) pick[i] = order[(s * B + i) % order.size()];
+        for (std::size_t r = 0; r < Program::replicas; ++r)
+          sampler.shard(order, s, first_worker + r,
+                        std::span<std::size_t>(pick.data() + r * Program::batch_size, Program::batch_size));
         load(train, pick, B);
         program_.forward();
         const loss_value r = program_.backward(std::span<const target_type>(targets_));
@@ -198,7 +216,7 @@ class trainer {
                    static_cast<double>(seen) / std::max(elapsed, 1e-9), elapsed);
       }
       epoch_ = e;
-      if (!o.checkpoint_dir.empty()) rotate_checkpoints(o);
+      if (!o.checkpoint_dir.empty() && primary) rotate_checkpoints(o);
       epoch_metrics m;
       m.epoch = e;
       m.steps = steps;
@@ -218,6 +236,7 @@ class trainer {
     return history;
   }
 
+ public:
   /// Mean loss and accuracy over every sample of `d`.
   evaluation evaluate(const dataset& d) {
     check(d, "evaluation set");

@@ -1,0 +1,122 @@
+// kiln/detail/worker_pool.hpp — N pinned threads that run one task each,
+// together, on demand; the replicas of replicate<N>.
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace kiln::detail {
+
+class worker_pool {
+ public:
+  /// Starts `n` threads; thread r is pinned to cores[r] when cores are given,
+  /// else to core r (modulo the machine's cores, with a warning when n
+  /// exceeds them).
+  worker_pool(std::size_t n, std::span<const std::size_t> cores) : errors_(n) {
+    const std::size_t machine = std::max(1u, std::thread::hardware_concurrency());
+    if (cores.empty() && n > machine) {
+      std::fprintf(stderr,
+                   "kiln: replicate<%zu> on a machine with %zu cores: replicas will share cores (replica r runs on "
+                   "core r mod %zu)\n",
+                   n, machine, machine);
+    }
+    threads_.reserve(n);
+    for (std::size_t r = 0; r < n; ++r) {
+      threads_.emplace_back([this, r] { loop(r); });
+      const std::size_t core = cores.empty() ? r % machine : cores[r];
+      if (core >= machine) {
+        std::fprintf(stderr, "kiln: replica %zu asks for core %zu, which this machine (%zu cores) lacks; not pinned\n",
+                     r, core, machine);
+        continue;
+      }
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(core, &set);
+      pthread_setaffinity_np(threads_.back().native_handle(), sizeof(set), &set);
+    }
+  }
+  worker_pool(const worker_pool&) = delete;
+  worker_pool& operator=(const worker_pool&) = delete;
+  ~worker_pool() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  std::size_t size() const noexcept { return threads_.size(); }
+
+  /// Runs f(r) on every thread r and waits for all of them. If any threw,
+  /// rethrows the exception of the lowest r (after all have finished).
+  template <class F>
+  void run(F& f) {
+    {
+      std::lock_guard lock(m_);
+      task_ = &f;
+      call_ = [](void* t, std::size_t r) { (*static_cast<F*>(t))(r); };
+      pending_ = threads_.size();
+      ++generation_;
+    }
+    start_.notify_all();
+    std::unique_lock lock(m_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    for (auto& e : errors_) {
+      if (e) {
+        std::exception_ptr first = e;
+        for (auto& x : errors_) x = nullptr;
+        std::rethrow_exception(first);
+      }
+    }
+  }
+
+ private:
+  void loop(std::size_t r) {
+    std::size_t seen = 0;
+    for (;;) {
+      void* task;
+      void (*call)(void*, std::size_t);
+      {
+        std::unique_lock lock(m_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        task = task_;
+        call = call_;
+      }
+      try {
+        call(task, r);
+      } catch (...) {
+        errors_[r] = std::current_exception();
+      }
+      {
+        std::lock_guard lock(m_);
+        if (--pending_ == 0) done_.notify_one();
+      }
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable start_, done_;
+  std::size_t generation_ = 0, pending_ = 0;
+  bool stop_ = false;
+  void* task_ = nullptr;
+  void (*call_)(void*, std::size_t) = nullptr;
+  std::vector<std::exception_ptr> errors_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kiln::detail

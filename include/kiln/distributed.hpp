@@ -1,0 +1,122 @@
+// kiln/distributed.hpp — the processes of a training run.
+//
+// WHAT IT IS
+//   Where kiln is built with MPI (link the CMake target kiln::mpi, which
+//   defines KILN_WITH_MPI), a program started under `mpirun -np R` is one of R
+//   ranks: kiln initialises MPI on first use (MPI_THREAD_FUNNELED; finalised
+//   at exit), the trainer shards each epoch over all R × N replicas, and every
+//   step's gradient goes through one MPI_Allreduce over the flat buffer, so
+//   all ranks take the identical step. Without MPI, or run without mpirun,
+//   there is one rank and these functions cost nothing.
+//
+//   rank(), ranks()        this process and how many there are
+//   is_primary()           rank 0: the one that prints and writes files
+//   allreduce_sum(data)    element-wise sum over all ranks, in place
+//   all_equal(data)        true when every rank holds the same bytes
+//   abort(message)         prints and ends every rank of the job
+//
+// THREAD SAFETY
+//   Call from the thread that drives training (the trainer does).
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <cstring>
+#include <span>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#if defined(KILN_WITH_MPI)
+#include <mpi.h>
+#endif
+
+namespace kiln::distributed {
+
+#if defined(KILN_WITH_MPI)
+namespace detail {
+inline void ensure_initialized() {
+  static const bool once = [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      std::atexit([] {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Finalize();
+      });
+    }
+    return true;
+  }();
+  (void)once;
+}
+template <class T>
+MPI_Datatype datatype() {
+  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  else return MPI_BYTE;
+}
+}  // namespace detail
+
+inline int rank() {
+  detail::ensure_initialized();
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+inline int ranks() {
+  detail::ensure_initialized();
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+template <class T>
+void allreduce_sum(std::span<T> data) {
+  if (ranks() == 1) return;
+  if (MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), detail::datatype<T>(), MPI_SUM,
+                    MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw std::runtime_error("kiln::distributed::allreduce_sum: MPI_Allreduce failed");
+}
+template <class T>
+bool all_equal(std::span<const T> data) {
+  if (ranks() == 1) return true;
+  std::vector<T> first(data.begin(), data.end());
+  MPI_Bcast(first.data(), static_cast<int>(first.size() * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
+  int same = std::memcmp(first.data(), data.data(), data.size_bytes()) == 0, all = 0;
+  MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+/// Prints `message` on stderr and ends every rank of the job.
+[[noreturn]] inline void abort(const std::string& message) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+inline constexpr bool with_mpi = true;
+#else
+inline int rank() { return 0; }
+inline int ranks() { return 1; }
+template <class T>
+void allreduce_sum(std::span<T>) {}
+template <class T>
+bool all_equal(std::span<const T>) {
+  return true;
+}
+[[noreturn]] inline void abort(const std::string& message) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::abort();
+}
+inline constexpr bool with_mpi = false;
+#endif
+
+inline bool is_primary() { return rank() == 0; }
+
+}  // namespace kiln::distributed
