@@ -201,3 +201,32 @@ TEST(static_sampler, shards_a_user_supplied_order) {
   EXPECT_THROW(s.shard(weighted, 0, 2, shard), std::out_of_range);
 }
 }  // namespace
+
+namespace {
+// The fused step (each replica reduces and updates its slice) equals the
+// step taken in three calls, bit for bit.
+TEST(replicate, train_step_equals_forward_backward_then_update) {
+  auto a = compile<net, batch<8>, replicate<2>>(1);
+  auto b = a;
+  const sgd o{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.01f};
+  sgd::state<float> sa(a.parameters().size()), sb(b.parameters().size());
+  rng g(3);
+  std::vector<std::uint32_t> t(16);
+  for (int step = 0; step < 3; ++step) {
+    for (auto& x : a.input()) x = static_cast<float>(g.uniform(-1, 1));
+    std::copy(a.input().begin(), a.input().end(), b.input().begin());
+    for (auto& v : t) v = static_cast<std::uint32_t>(g.below(3));
+    const auto la = a.train_step(t, o, sa);
+    b.forward();
+    const auto lb = b.backward(t);
+    sb.step(o, b.parameters(), b.gradients());
+    EXPECT_EQ(la.loss, lb.loss);
+    ASSERT_EQ(0, std::memcmp(a.parameters().data(), b.parameters().data(), a.parameters().size_bytes()));
+  }
+  // A non-finite loss skips the update.
+  const std::vector<float> before(a.parameters().begin(), a.parameters().end());
+  a.input()[3] = std::nanf("");
+  EXPECT_TRUE(std::isnan(a.train_step(t, o, sa).loss));
+  EXPECT_EQ(before, std::vector<float>(a.parameters().begin(), a.parameters().end()));
+}
+}  // namespace

@@ -313,22 +313,49 @@ class program {
       auto reduce = [&](std::size_t r) { reduce_chunk(r, valid); };
       run(reduce);
     }
-    loss_value r = combined(valid);
-    if (distributed::ranks() > 1) {
-      // Every rank takes the same step: the mean gradient, and the mean loss
-      // (so a NaN anywhere stops every rank alike).
-      distributed::allreduce_sum(gradients());
-      const T scale = T(1) / static_cast<T>(distributed::ranks());
-      for (T& g : gradients()) g *= scale;
-      double totals[4] = {r.loss * static_cast<double>(r.samples), static_cast<double>(r.samples),
-                          static_cast<double>(r.correct), static_cast<double>(r.predictions)};
-      distributed::allreduce_sum(std::span<double>(totals));
-      r.samples = static_cast<std::size_t>(totals[1]);
-      r.loss = r.samples ? totals[0] / totals[1] : 0.0;
-      r.correct = static_cast<std::size_t>(totals[2]);
-      r.predictions = static_cast<std::size_t>(totals[3]);
+    const loss_value r = combined(valid);
+    return distributed::ranks() > 1 ? across_ranks(r) : r;
+  }
+
+  /// One training step on input() against `targets` (a full step): forward,
+  /// backward, the reduction and `state`'s update with `optimizer`, the
+  /// replicas each doing their share of every part. If the loss is not
+  /// finite the update is skipped: the parameters stay as they were.
+  template <class O, class State>
+  loss_value train_step(std::span<const target_type> targets, const O& optimizer, State& state) {
+    check_targets(targets, global_batch);
+    if constexpr (!Replication::threaded) {
+      forward();
+      const loss_value r = backward(targets);
+      if (std::isfinite(r.loss)) state.step(optimizer, parameters(), gradients());
+      return r;
+    } else {
+      auto pass = [&](std::size_t r) {
+        forward_replica(r);
+        backward_replica(r, targets, B);
+      };
+      run(pass);
+      const loss_value r = combined(global_batch);
+      if (distributed::ranks() > 1) {
+        if constexpr (replicas > 1) {
+          auto reduce = [&](std::size_t q) { reduce_chunk(q, global_batch); };
+          run(reduce);
+        }
+        const loss_value all = across_ranks(r);
+        if (std::isfinite(all.loss)) state.step(optimizer, parameters(), gradients());
+        return all;
+      }
+      if (!std::isfinite(r.loss)) return r;
+      state.prepare(optimizer);
+      auto reduce_and_update = [&](std::size_t q) {
+        const auto [begin, end] = chunk_of(q);
+        if constexpr (replicas > 1) reduce_chunk(q, global_batch);
+        state.update(optimizer, parameters().subspan(begin, end - begin),
+                     std::span<const T>(gradient_of(0) + begin, end - begin), begin);
+      };
+      run(reduce_and_update);
+      return r;
     }
-    return r;
   }
 
  private:
@@ -357,6 +384,29 @@ class program {
     }
     if constexpr (Replication::threaded)
       pool_ = std::make_unique<detail::worker_pool>(replicas, std::span<const std::size_t>(Replication::cores));
+  }
+
+  /// Every rank takes the same step: the mean gradient, and the mean loss
+  /// (so a NaN anywhere stops every rank alike).
+  loss_value across_ranks(loss_value r) {
+    distributed::allreduce_sum(gradients());
+    const T scale = T(1) / static_cast<T>(distributed::ranks());
+    for (T& g : gradients()) g *= scale;
+    double totals[4] = {r.loss * static_cast<double>(r.samples), static_cast<double>(r.samples),
+                        static_cast<double>(r.correct), static_cast<double>(r.predictions)};
+    distributed::allreduce_sum(std::span<double>(totals));
+    r.samples = static_cast<std::size_t>(totals[1]);
+    r.loss = r.samples ? totals[0] / totals[1] : 0.0;
+    r.correct = static_cast<std::size_t>(totals[2]);
+    r.predictions = static_cast<std::size_t>(totals[3]);
+    return r;
+  }
+
+  /// Replica r's share [begin, end) of the flat buffer, in whole cache lines.
+  static std::pair<std::size_t, std::size_t> chunk_of(std::size_t r) noexcept {
+    constexpr std::size_t chunk = detail::round_up((layout::buffer_size + replicas - 1) / replicas, 16);
+    const std::size_t begin = std::min(r * chunk, layout::buffer_size);
+    return {begin, std::min(begin + chunk, layout::buffer_size)};
   }
 
   void copy_parameters_from(const program& other) {
@@ -485,9 +535,7 @@ class program {
   /// Replica r sums its share of the gradient buffer over all replicas, in
   /// replica order, weighting each by its share of the valid samples.
   void reduce_chunk(std::size_t r, std::size_t valid) noexcept {
-    constexpr std::size_t chunk = detail::round_up((layout::buffer_size + replicas - 1) / replicas, 16);
-    const std::size_t begin = std::min(r * chunk, layout::buffer_size);
-    const std::size_t end = std::min(begin + chunk, layout::buffer_size);
+    const auto [begin, end] = chunk_of(r);
     T weight[replicas];
     for (std::size_t q = 0; q < replicas; ++q)
       weight[q] = valid ? static_cast<T>(valid_in(q, valid)) / static_cast<T>(valid) : T(0);

@@ -195,8 +195,7 @@ class trainer {
           sampler.shard(order, s, first_worker + r,
                         std::span<std::size_t>(pick.data() + r * Program::batch_size, Program::batch_size));
         load(train, pick, B);
-        program_.forward();
-        const loss_value r = program_.backward(std::span<const target_type>(targets_));
+        const loss_value r = program_.train_step(std::span<const target_type>(targets_), optimizer_, state_);
         if (!std::isfinite(r.loss)) {
           bar.clear();
           throw training_error(fmt::format("kiln::trainer::fit: the loss is {} at epoch {}, step {} (of {}); training "
@@ -205,7 +204,6 @@ class trainer {
                                            r.loss, e, s + 1, steps,
                                            o.checkpoint_dir.empty() ? "" : ", and the last checkpoint is intact"));
         }
-        state_.step(optimizer_, program_.parameters(), program_.gradients());
         ++step_;
         loss_sum += r.loss;
         correct += r.correct;

@@ -50,8 +50,18 @@ struct sgd {
 
     /// One update of `w` from `g` (same length as the state).
     void step(const sgd& o, std::span<T> w, std::span<const T> g) noexcept {
+      prepare(o);
+      update(o, w, g, 0);
+    }
+
+    /// What a step does once, before its updates (nothing for sgd).
+    void prepare(const sgd&) noexcept {}
+
+    /// The update of the slice of the buffer that starts at `offset`: the
+    /// replicas of replicate<N> each update their own slice, in parallel.
+    void update(const sgd& o, std::span<T> w, std::span<const T> g, std::size_t offset) noexcept {
       const T lr = o.lr, mu = o.momentum, wd = o.weight_decay;
-      T* v = velocity_.data();
+      T* v = velocity_.data() + offset;
       const std::size_t n = w.size();
       if (mu == T(0)) {
         for (std::size_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
@@ -77,7 +87,9 @@ struct sgd {
   };
 };
 
-/// `Optimizer<O, T>`: O can update a flat buffer of T.
+/// `Optimizer<O, T>`: O can update a flat buffer of T, whole (`step`) or in
+/// slices after one `prepare` (what replicas do in parallel); element-wise,
+/// so the slices' results equal the whole's.
 template <class O, class T>
 concept Optimizer = requires(const O& o, typename O::template state<T>& s, std::span<T> w, std::span<const T> g) {
   { O::name } -> std::convertible_to<std::string_view>;
@@ -85,6 +97,8 @@ concept Optimizer = requires(const O& o, typename O::template state<T>& s, std::
   o.validate();
   typename O::template state<T>;
   s.step(o, w, g);
+  s.prepare(o);
+  s.update(o, w, g, std::size_t{0});
 };
 
 }  // namespace kiln
