@@ -1,0 +1,28 @@
+# Runs the single-process reference and the 2-rank MPI run, and checks that
+# their final parameters are bitwise identical and that only rank 0 printed.
+file(REMOVE ${WORK_DIR}/reference.bin ${WORK_DIR}/mpi.bin)
+file(MAKE_DIRECTORY ${WORK_DIR})
+execute_process(COMMAND ${REFERENCE} ${WORK_DIR}/reference.bin RESULT_VARIABLE rc OUTPUT_VARIABLE ref_out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the single-process reference failed:\n${ref_out}")
+endif()
+execute_process(COMMAND ${MPIEXEC} --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp
+                        --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo ${MPI_TRAIN} ${WORK_DIR}/mpi.bin
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mpirun failed (${rc}):\n${out}\n${err}")
+endif()
+string(REGEX MATCHALL "epoch [0-9]+/3" lines "${out}")
+list(LENGTH lines n)
+if(NOT n EQUAL 3)
+  message(FATAL_ERROR "expected 3 epoch lines (rank 0 only), got ${n}:\n${out}")
+endif()
+if(NOT out MATCHES "ranks 2, replicas per rank 1")
+  message(FATAL_ERROR "the run did not see 2 ranks:\n${out}")
+endif()
+file(SHA256 ${WORK_DIR}/reference.bin a)
+file(SHA256 ${WORK_DIR}/mpi.bin b)
+if(NOT a STREQUAL b)
+  message(FATAL_ERROR "2 MPI ranks and one process with replicate<2> ended with different parameters")
+endif()
+message(STATUS "2 MPI ranks == 1 process with replicate<2>, bit for bit\n${out}")
