@@ -1,0 +1,15 @@
+// replicate<0> is rejected, and so is a core list of the wrong length.
+// expect: static assertion failed: kiln::replicate<N>: N is the number of replicas and must be at least 1
+// expect: replicate_needs_at_least_one_replica<0>
+#include <kiln/kiln.hpp>
+
+using net = kiln::model<kiln::input<4>, kiln::dense<2>>;
+
+int main() {
+#ifdef KILN_SHOULD_FAIL
+  auto program = kiln::compile<net, kiln::batch<4>, kiln::replicate<0>>();
+#else
+  auto program = kiln::compile<net, kiln::batch<4>, kiln::replicate<1, 0>>();
+#endif
+  return static_cast<int>(program.replicas) - 1;
+}
