@@ -109,6 +109,21 @@ TEST(allocation, wide_layers_step_allocates_nothing) {
   // Large enough that Eigen's own product API would allocate packing space.
   expect_allocation_free_steps<model<input<2048>, dense<1024>, kiln::tanh, dense<10, no_bias>>, batch<256>>();
 }
+TEST(allocation, replicated_train_step_allocates_nothing) {
+  auto p = compile<model<input<784>, dense<256>, relu, dense<10>>, batch<32>, replicate<2>>(1);
+  sgd o{.lr = 0.01f, .momentum = 0.9f};
+  sgd::state<float> s(p.parameters().size());
+  std::vector<std::uint32_t> t(64, 3);
+  for (auto& x : p.input()) x = 0.5f;
+  p.train_step(t, o, s);  // the threads are up and have run once
+  const long before = allocations;
+  for (int step = 0; step < 5; ++step) {
+    p.train_step(t, o, s);
+    p.forward();
+    p.evaluate(t, 40);
+  }
+  EXPECT_EQ(allocations - before, 0) << "allocations during 5 replicated steps";
+}
 TEST(allocation, double_precision_step_allocates_nothing) {
   expect_allocation_free_steps<model<input<300>, dense<200>, sigmoid, dense<10>>, batch<32>, precision<double>>();
 }

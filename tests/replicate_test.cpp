@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <thread>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -161,6 +163,26 @@ TEST(replicate, an_exception_ends_fit_and_leaves_the_trainer_usable) {
   EXPECT_THROW(t.fit(d, epochs{1}, o), training_error);
   d.features[40 * 4] = 0.0f;
   EXPECT_NO_THROW(t.fit(d, epochs{1}, o));
+}
+
+std::size_t threads_of_this_process() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST(replicate, threads_end_with_the_program_even_after_a_fault) {
+  const std::size_t before = threads_of_this_process();
+  {
+    using lm = model<input_tokens<2>, embedding<3, 2>, flatten, dense<3>>;
+    auto p = compile<lm, batch<2>, replicate<4>>(1);
+    EXPECT_EQ(threads_of_this_process(), before + 4);
+    std::fill(p.input().begin(), p.input().end(), 7.0f);  // every replica fails
+    EXPECT_THROW(p.forward(), std::out_of_range);
+    auto q = std::move(p);  // a moved program keeps its threads
+    EXPECT_EQ(threads_of_this_process(), before + 4);
+  }
+  EXPECT_EQ(threads_of_this_process(), before);
 }
 
 // ---- the static sampler on its own ----------------------------------------

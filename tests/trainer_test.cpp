@@ -130,6 +130,22 @@ TEST(trainer, writes_json_lines_and_plain_progress_lines) {
   std::filesystem::remove(log);
 }
 
+TEST(trainer, draws_a_live_progress_bar_when_asked) {
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  auto p = compile<net, batch<8>>(2);
+  trainer t{p, sgd{}};
+  t.fit(blobs(64, 9), epochs{1}, {.progress = progress_mode::bar, .output = out});
+  std::rewind(out);
+  std::string all;
+  for (int c; (c = std::fgetc(out)) != EOF;) all += static_cast<char>(c);
+  std::fclose(out);
+  EXPECT_NE(all.find("\r\033[Kepoch 1/1 ["), std::string::npos) << all;  // redrawn in place
+  EXPECT_NE(all.find("8/8 loss "), std::string::npos) << all;        // the final step
+  EXPECT_NE(all.find("samples/s ETA 0:00"), std::string::npos) << all;
+  EXPECT_NE(all.find("epoch 1/1: loss "), std::string::npos) << all;  // then the epoch line
+}
+
 TEST(trainer, refuses_data_that_does_not_fit_the_model) {
   auto p = compile<net, batch<8>>(2);
   trainer t{p, sgd{}};

@@ -1,0 +1,106 @@
+// kiln/optim/adam.hpp — Adam and AdamW (PyTorch's torch.optim.Adam / AdamW).
+//
+// WHAT THEY COMPUTE, per parameter w with gradient g, at step t = 1, 2, ...
+// (one pass over the flat buffer):
+//   adam:   g ← g + weight_decay·w                       (L2, coupled)
+//   adamw:  w ← w − lr·weight_decay·w                    (decoupled decay)
+//   both:   m ← β1·m + (1 − β1)·g
+//           v ← β2·v + (1 − β2)·g²
+//           w ← w − lr · (m / (1 − β1ᵗ)) / (√(v / (1 − β2ᵗ)) + ε)
+//
+// REQUIREMENTS   lr > 0, 0 ≤ β1, β2 < 1, ε > 0, weight_decay ≥ 0;
+//                violated → std::invalid_argument.
+// STATE          m and v in the parameters' layout (one buffer [m | v]) and
+//                the step count t (restored from a checkpoint's step).
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace kiln {
+
+namespace detail {
+template <bool Decoupled>
+struct adam_family {
+  static constexpr std::string_view name = Decoupled ? "adamw" : "adam";
+
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = Decoupled ? 1e-2f : 0.0f;
+
+  void validate() const {
+    auto fail = [](const char* what, float v) {
+      throw std::invalid_argument(fmt::format("kiln::{}: {} (got {})", name, what, v));
+    };
+    if (!(lr > 0) || !std::isfinite(lr)) fail("lr must be > 0", lr);
+    if (!(beta1 >= 0 && beta1 < 1)) fail("beta1 must be in [0, 1)", beta1);
+    if (!(beta2 >= 0 && beta2 < 1)) fail("beta2 must be in [0, 1)", beta2);
+    if (!(eps > 0)) fail("eps must be > 0", eps);
+    if (!(weight_decay >= 0)) fail("weight_decay must be >= 0", weight_decay);
+  }
+
+  template <class T>
+  class state {
+   public:
+    explicit state(std::size_t parameters) : n_(parameters), moments_(2 * parameters, T(0)) {}
+
+    void step(const adam_family& o, std::span<T> w, std::span<const T> g) noexcept {
+      prepare(o);
+      update(o, w, g, 0);
+    }
+    /// Advances t and fixes this step's bias corrections.
+    void prepare(const adam_family& o) noexcept {
+      ++t_;
+      c1_ = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(o.beta1), static_cast<double>(t_))));
+      c2_ = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(o.beta2), static_cast<double>(t_))));
+    }
+    void update(const adam_family& o, std::span<T> w, std::span<const T> g, std::size_t offset) noexcept {
+      T* m = moments_.data() + offset;
+      T* v = moments_.data() + n_ + offset;
+      const T lr = o.lr, b1 = o.beta1, b2 = o.beta2, eps = o.eps, wd = o.weight_decay;
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        T gi = g[i];
+        if constexpr (Decoupled) {
+          w[i] -= lr * wd * w[i];
+        } else {
+          gi += wd * w[i];
+        }
+        m[i] = b1 * m[i] + (T(1) - b1) * gi;
+        v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
+        w[i] -= lr * (m[i] * c1_) / (std::sqrt(v[i] * c2_) + eps);
+      }
+    }
+
+    /// [m | v], for checkpoints.
+    std::span<T> buffer() noexcept { return moments_; }
+    std::span<const T> buffer() const noexcept { return moments_; }
+    /// The step count t (set from a checkpoint's step on resume).
+    std::uint64_t steps() const noexcept { return t_; }
+    void set_steps(std::uint64_t t) noexcept { t_ = t; }
+
+   private:
+    std::size_t n_;
+    std::vector<T> moments_;
+    std::uint64_t t_ = 0;
+    T c1_ = 1, c2_ = 1;
+  };
+};
+}  // namespace detail
+
+/// Adam: L2 weight decay added to the gradient. `adam{.lr = 1e-3f}`.
+using adam = detail::adam_family<false>;
+/// AdamW: decoupled weight decay (Loshchilov & Hutter). `adamw{.lr = 1e-3f, .weight_decay = 1e-2f}`.
+using adamw = detail::adam_family<true>;
+
+}  // namespace kiln
