@@ -10,6 +10,7 @@
 //     u64 signature length · the model's signature (Model::signature())
 //     u64 parameter scalars · u64 optimizer scalars · u64 optimizer-name length · name
 //     u64 epoch · u64 step · u64 seed · 4 × u64 rng state
+//     f64 lr scale · f64 best metric · u64 stale epochs · u64 has best
 //     parameters · optimizer state · u32 CRC-32
 //   (little-endian; parameters tensor after tensor in the model's order,
 //   without the flat buffer's alignment padding.)
@@ -78,6 +79,10 @@ struct training_position {
   std::uint64_t step = 0;   ///< optimizer steps completed
   std::uint64_t seed = 0;   ///< the fit seed (shuffling derives from seed and epoch)
   std::array<std::uint64_t, 4> rng{};
+  double lr_scale = 1.0;    ///< what reduce_on_plateau has made of the learning rate
+  double best_metric = 0.0; ///< the best monitored value so far (plateau / early stopping)
+  std::uint64_t stale_epochs = 0;  ///< epochs since it improved
+  std::uint64_t has_best = 0;      ///< whether best_metric holds a value
 };
 
 inline constexpr std::string_view checkpoint_magic = "KILNCKPT";
@@ -224,6 +229,10 @@ void save_checkpoint(const std::filesystem::path& file, const Program& program,
   w.put(at.step);
   w.put(at.seed);
   for (auto r : at.rng) w.put(r);
+  w.put(at.lr_scale);
+  w.put(at.best_metric);
+  w.put(at.stale_epochs);
+  w.put(at.has_best);
   const auto params = program.parameters();
   for (std::size_t i = 0; i < layout::tensor_count; ++i)
     w.template put_scalars<Stored>(params.subspan(layout::offsets[i], layout::sizes[i]));
@@ -270,6 +279,10 @@ training_position load_checkpoint(const std::filesystem::path& file, Program& pr
   at.step = r.get<std::uint64_t>();
   at.seed = r.get<std::uint64_t>();
   for (auto& x : at.rng) x = r.get<std::uint64_t>();
+  at.lr_scale = r.get<double>();
+  at.best_metric = r.get<double>();
+  at.stale_epochs = r.get<std::uint64_t>();
+  at.has_best = r.get<std::uint64_t>();
   const std::size_t header = checkpoint_magic.size() + r.at();
   if (n_params > bytes.size() || n_opt > bytes.size())  // (keeps the sums below from overflowing)
     throw checkpoint_error(checkpoint_fault::truncated, file,

@@ -318,16 +318,22 @@ class program {
   }
 
   /// One training step on input() against `targets` (a full step): forward,
-  /// backward, the reduction and `state`'s update with `optimizer`, the
-  /// replicas each doing their share of every part. If the loss is not
-  /// finite the update is skipped: the parameters stay as they were.
+  /// backward, the reduction, optional clipping of the gradient to a global
+  /// norm of at most `max_grad_norm` (0: no clipping), and `state`'s update
+  /// with `optimizer`, the replicas each doing their share of every part. If
+  /// the loss is not finite the update is skipped: the parameters stay as
+  /// they were.
   template <class O, class State>
-  loss_value train_step(std::span<const target_type> targets, const O& optimizer, State& state) {
+  loss_value train_step(std::span<const target_type> targets, const O& optimizer, State& state,
+                        double max_grad_norm = 0) {
     check_targets(targets, global_batch);
     if constexpr (!Replication::threaded) {
       forward();
       const loss_value r = backward(targets);
-      if (std::isfinite(r.loss)) state.step(optimizer, parameters(), gradients());
+      if (std::isfinite(r.loss)) {
+        clip(max_grad_norm);
+        state.step(optimizer, parameters(), gradients());
+      }
       return r;
     } else {
       auto pass = [&](std::size_t r) {
@@ -336,13 +342,23 @@ class program {
       };
       run(pass);
       const loss_value r = combined(global_batch);
-      if (distributed::ranks() > 1) {
+      if (distributed::ranks() > 1 || max_grad_norm > 0) {
         if constexpr (replicas > 1) {
           auto reduce = [&](std::size_t q) { reduce_chunk(q, global_batch); };
           run(reduce);
         }
-        const loss_value all = across_ranks(r);
-        if (std::isfinite(all.loss)) state.step(optimizer, parameters(), gradients());
+        const loss_value all = distributed::ranks() > 1 ? across_ranks(r) : r;
+        if (!std::isfinite(all.loss)) return all;
+        const T scale = clip_scale(max_grad_norm);
+        state.prepare(optimizer);
+        auto update = [&](std::size_t q) {
+          const auto [begin, end] = chunk_of(q);
+          if (scale != T(1))
+            for (std::size_t i = begin; i < end; ++i) gradient_of(0)[i] *= scale;
+          state.update(optimizer, parameters().subspan(begin, end - begin),
+                       std::span<const T>(gradient_of(0) + begin, end - begin), begin);
+        };
+        run(update);
         return all;
       }
       if (!std::isfinite(r.loss)) return r;
@@ -356,6 +372,13 @@ class program {
       run(reduce_and_update);
       return r;
     }
+  }
+
+  /// The global L2 norm of gradients().
+  double gradient_norm() const noexcept {
+    double sum = 0;
+    for (T g : gradients()) sum += static_cast<double>(g) * static_cast<double>(g);
+    return std::sqrt(sum);
   }
 
  private:
@@ -400,6 +423,19 @@ class program {
     r.correct = static_cast<std::size_t>(totals[2]);
     r.predictions = static_cast<std::size_t>(totals[3]);
     return r;
+  }
+
+  /// The factor that brings the gradient's norm down to max_norm (1 when it
+  /// is within it, or clipping is off).
+  T clip_scale(double max_norm) const noexcept {
+    if (!(max_norm > 0)) return T(1);
+    const double norm = gradient_norm();
+    return norm > max_norm ? static_cast<T>(max_norm / (norm + 1e-6)) : T(1);
+  }
+  void clip(double max_norm) noexcept {
+    const T scale = clip_scale(max_norm);
+    if (scale != T(1))
+      for (T& g : gradients()) g *= scale;
   }
 
   /// Replica r's share [begin, end) of the flat buffer, in whole cache lines.

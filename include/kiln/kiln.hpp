@@ -30,9 +30,11 @@
 #include <kiln/losses/mse.hpp>
 #include <kiln/losses/softmax_cross_entropy.hpp>
 #include <kiln/model.hpp>
+#include <kiln/optim/adam.hpp>
 #include <kiln/optim/sgd.hpp>
 #include <kiln/random.hpp>
 #include <kiln/sampler.hpp>
+#include <kiln/schedule.hpp>
 #include <kiln/shape.hpp>
 #include <kiln/tied.hpp>
 #include <kiln/trainer.hpp>

@@ -26,6 +26,8 @@
 #include <limits>
 #include <numbers>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 namespace kiln {
 

@@ -14,8 +14,15 @@
 //             padded and masked, so nothing is skipped and shapes stay static.
 //   predict   the model's output for every sample (n × output size).
 //
+//   Also (fit_options): a learning-rate `schedule` (kiln/schedule.hpp),
+//   `plateau` (reduce_on_plateau), `early_stop`, `clip_grad_norm` (global
+//   L2 norm), `checkpoint_dir` + `keep_checkpoints`, and the callbacks
+//   `on_step_end` / `on_epoch_end` (trainer::stop() ends fit from one).
+//   save(file) / load(file) write and restore everything a resumed run needs.
+//
 // DETERMINISM
-//   Same program seed and fit seed → bitwise-identical parameters.
+//   Same program seed and fit seed → bitwise-identical parameters, and a
+//   run resumed from a checkpoint continues bit for bit.
 //
 // ERRORS
 //   A dataset that does not fit the model (sample size, missing labels or
@@ -35,6 +42,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -50,10 +58,12 @@
 #include <kiln/compile.hpp>
 #include <kiln/data/dataset.hpp>
 #include <kiln/detail/progress.hpp>
+#include <kiln/optim/optimizer.hpp>
 #include <kiln/optim/sgd.hpp>
 #include <kiln/distributed.hpp>
 #include <kiln/random.hpp>
 #include <kiln/sampler.hpp>
+#include <kiln/schedule.hpp>
 
 namespace kiln {
 
@@ -67,6 +77,17 @@ struct epochs {
 /// per epoch otherwise.
 enum class progress_mode { automatic, bar, lines, none };
 
+/// What a step-end callback hears.
+struct step_report {
+  std::size_t epoch = 0;        ///< 1-based, over the whole run
+  std::size_t step_in_epoch = 0;
+  std::size_t step = 0;         ///< optimizer steps done, over the whole run
+  double loss = 0;
+  double lr = 0;                ///< the rate this step used
+};
+
+struct epoch_metrics;
+
 struct fit_options {
   const dataset* validation = nullptr;
   std::uint64_t seed = 0;
@@ -79,6 +100,16 @@ struct fit_options {
   /// (epoch-0001.kiln, ...), atomically, keeping the newest `keep_checkpoints`.
   std::filesystem::path checkpoint_dir{};
   std::size_t keep_checkpoints = 3;
+  /// The learning rate at each step: the optimizer's lr × this factor
+  /// (kiln/schedule.hpp: step_decay, cosine, linear_warmup, a >> b).
+  kiln::schedule schedule{};
+  std::optional<reduce_on_plateau> plateau{};
+  std::optional<early_stopping> early_stop{};
+  /// Clip the gradient to this global L2 norm before each update (0: off).
+  double clip_grad_norm = 0;
+  /// Your hooks. Call trainer::stop() from one to end fit after that step.
+  std::function<void(const step_report&)> on_step_end{};
+  std::function<void(const epoch_metrics&)> on_epoch_end{};
 };
 
 struct evaluation {
@@ -94,10 +125,13 @@ struct epoch_metrics {
   std::optional<evaluation> validation;
   double seconds = 0;
   double samples_per_second = 0;
+  double lr = 0;            ///< the rate of the epoch's last step
+  bool lr_reduced = false;  ///< reduce_on_plateau lowered the rate after this epoch
 };
 
 struct fit_history {
   std::vector<epoch_metrics> epochs;
+  bool stopped_early = false;  ///< early_stopping ended the run
 };
 
 /// Training stopped because something went wrong in the numbers.
@@ -113,11 +147,21 @@ class trainer {
   using target_type = typename Program::target_type;
   /// Samples per step in this process (replicas × batch).
   static constexpr std::size_t B = Program::global_batch;
+  static_assert(kiln::Optimizer<Optimizer, scalar>,
+                "kiln::trainer<Program, Optimizer>: Optimizer must be an optimizer (sgd, adam, adamw; see "
+                "kiln/optim/optimizer.hpp)");
 
   trainer(Program& p, Optimizer opt)
-      : program_(p), optimizer_(opt), state_(p.parameters().size()), targets_(B * Program::targets_per_sample) {
+      : program_(p),
+        optimizer_(opt),
+        state_(p.parameters().size()),
+        targets_(B * Program::targets_per_sample),
+        base_lr_(opt.lr) {
     optimizer_.validate();
   }
+
+  /// Ends fit() after the current step (from a callback, say).
+  void stop() noexcept { stop_requested_ = true; }
 
   Program& program() noexcept { return program_; }
   Optimizer& optimizer() noexcept { return optimizer_; }
@@ -129,7 +173,7 @@ class trainer {
   /// (atomically; see kiln/checkpoint.hpp).
   void save(const std::filesystem::path& file, std::uint64_t seed = 0) const {
     save_checkpoint(file, program_, std::span<const scalar>(state_.buffer()), Optimizer::name,
-                    training_position{epoch_, step_, seed, {}});
+                    training_position{epoch_, step_, seed, {}, lr_scale_, best_metric_, stale_epochs_, has_best_});
   }
   /// Restores what save() wrote; the next fit() continues with the epoch
   /// after the saved one, so with the same fit seed the run continues exactly
@@ -139,6 +183,11 @@ class trainer {
     const training_position at = load_checkpoint(file, program_, state_.buffer(), Optimizer::name);
     epoch_ = static_cast<std::size_t>(at.epoch);
     step_ = static_cast<std::size_t>(at.step);
+    if constexpr (requires { state_.set_steps(at.step); }) state_.set_steps(at.step);
+    lr_scale_ = at.lr_scale;
+    best_metric_ = at.best_metric;
+    stale_epochs_ = static_cast<std::size_t>(at.stale_epochs);
+    has_best_ = at.has_best != 0;
     return at;
   }
 
@@ -183,19 +232,27 @@ class trainer {
                                               train.name, train.size(), sampler.step_size()));
     }
 
+    if ((o.plateau || o.early_stop) && !o.validation) {
+      throw std::invalid_argument("kiln::trainer::fit: reduce_on_plateau and early_stopping watch the validation set; "
+                                  "give fit_options::validation");
+    }
+
+    stop_requested_ = false;
     const std::size_t last_epoch = epoch_ + n.count;
-    for (std::size_t e = epoch_ + 1; e <= last_epoch; ++e) {
+    for (std::size_t e = epoch_ + 1; e <= last_epoch && !stop_requested_; ++e) {
       const std::vector<std::size_t> order = sampler.order(e);
       const auto start = std::chrono::steady_clock::now();
       double loss_sum = 0;
-      std::size_t correct = 0, seen = 0, predictions = 0;
-      for (std::size_t s = 0; s < steps; ++s) {
+      std::size_t correct = 0, seen = 0, predictions = 0, done = 0;
+      for (std::size_t s = 0; s < steps && !stop_requested_; ++s) {
         std::array<std::size_t, B> pick;
         for (std::size_t r = 0; r < Program::replicas; ++r)
           sampler.shard(order, s, first_worker + r,
                         std::span<std::size_t>(pick.data() + r * Program::batch_size, Program::batch_size));
         load(train, pick, B);
-        const loss_value r = program_.train_step(std::span<const target_type>(targets_), optimizer_, state_);
+        optimizer_.lr = static_cast<float>(base_lr_ * o.schedule(step_, e) * lr_scale_);
+        const loss_value r =
+            program_.train_step(std::span<const target_type>(targets_), optimizer_, state_, o.clip_grad_norm);
         if (!std::isfinite(r.loss)) {
           bar.clear();
           throw training_error(fmt::format("kiln::trainer::fit: the loss is {} at epoch {}, step {} (of {}); training "
@@ -205,33 +262,63 @@ class trainer {
                                            o.checkpoint_dir.empty() ? "" : ", and the last checkpoint is intact"));
         }
         ++step_;
+        ++done;
         loss_sum += r.loss;
         correct += r.correct;
         predictions += r.predictions;
         seen += B;
         const double elapsed = seconds_since(start);
-        bar.update(e, n.count, s + 1, steps, loss_sum / static_cast<double>(s + 1),
+        bar.update(e, last_epoch, s + 1, steps, loss_sum / static_cast<double>(s + 1),
                    static_cast<double>(seen) / std::max(elapsed, 1e-9), elapsed);
+        if (o.on_step_end) o.on_step_end(step_report{e, s + 1, step_, r.loss, optimizer_.lr});
       }
       epoch_ = e;
-      if (!o.checkpoint_dir.empty() && primary) rotate_checkpoints(o);
       epoch_metrics m;
       m.epoch = e;
-      m.steps = steps;
+      m.steps = done;
       m.seconds = seconds_since(start);
       m.samples_per_second = static_cast<double>(seen) / std::max(m.seconds, 1e-9);
-      m.train.loss = steps ? loss_sum / static_cast<double>(steps) : 0.0;
+      m.train.loss = done ? loss_sum / static_cast<double>(done) : 0.0;
       m.train.samples = seen;
       if (Program::bound_loss::has_accuracy)
         m.train.accuracy = static_cast<double>(correct) / std::max<double>(static_cast<double>(predictions), 1);
+      m.lr = optimizer_.lr;
       if (o.validation) m.validation = evaluate(*o.validation);
+      watch(o, m, history);
+      if (!o.checkpoint_dir.empty() && primary) rotate_checkpoints(o);
       bar.clear();
       if (lines) fmt::print(o.output, "{}\n", describe(m, last_epoch));
       if (log) log->print("{}\n", to_json(m));
       if (o.output) std::fflush(o.output);
       history.epochs.push_back(m);
+      if (o.on_epoch_end) o.on_epoch_end(history.epochs.back());
     }
     return history;
+  }
+
+  /// reduce_on_plateau and early_stopping, after an epoch's validation.
+  void watch(const fit_options& o, epoch_metrics& m, fit_history& history) {
+    if (!o.plateau && !o.early_stop) return;
+    const monitor which = o.plateau ? o.plateau->metric : o.early_stop->metric;
+    const double delta = o.plateau ? o.plateau->min_delta : o.early_stop->min_delta;
+    // Larger is better for accuracy; compare on "loss-like" values.
+    const double value = which == monitor::val_loss ? m.validation->loss : -m.validation->accuracy;
+    if (!has_best_ || value < best_metric_ - delta) {
+      best_metric_ = value;
+      has_best_ = true;
+      stale_epochs_ = 0;
+      return;
+    }
+    ++stale_epochs_;
+    // Every `patience` epochs without improvement lower the rate once more.
+    if (o.plateau && o.plateau->patience > 0 && stale_epochs_ % o.plateau->patience == 0) {
+      lr_scale_ = std::max(lr_scale_ * o.plateau->factor, o.plateau->min_factor);
+      m.lr_reduced = true;
+    }
+    if (o.early_stop && stale_epochs_ >= o.early_stop->patience) {
+      history.stopped_early = true;
+      stop_requested_ = true;
+    }
   }
 
  public:
@@ -354,7 +441,7 @@ class trainer {
       s += fmt::format(R"(,"val_loss":{},"val_accuracy":{})", json_number(m.validation->loss),
                        json_number(m.validation->accuracy));
     }
-    s += fmt::format(R"(,"seconds":{},"samples_per_second":{}}})", json_number(m.seconds),
+    s += fmt::format(R"(,"lr":{},"seconds":{},"samples_per_second":{}}})", json_number(m.lr), json_number(m.seconds),
                      json_number(m.samples_per_second));
     return s;
   }
@@ -374,6 +461,12 @@ class trainer {
   std::vector<target_type> targets_;
   std::size_t epoch_ = 0;
   std::size_t step_ = 0;
+  double base_lr_;
+  double lr_scale_ = 1.0;
+  double best_metric_ = 0.0;
+  std::size_t stale_epochs_ = 0;
+  bool has_best_ = false;
+  bool stop_requested_ = false;
 };
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// Dumps kiln's SGD steps on small MLPs as JSON, for torch_sgd_steps.py to
+// Dumps kiln's SGD steps on small MLPs as JSON, for torch_optimizer_steps.py to
 // replay in PyTorch and compare: initial parameters, batches, then for each
 // step the loss and gradients, and the parameters after the last step.
 #include <kiln/kiln.hpp>
@@ -25,8 +25,19 @@ std::string tensors(std::span<const typename P::scalar_type> flat) {
   return fmt::format("[{}]", fmt::join(out, ","));
 }
 
-template <class Model, class Scalar, class Loss>
-std::string run_case(const std::string& name, const std::string& layers, const sgd& opt, std::uint64_t seed) {
+std::string describe(const sgd& o) {
+  return fmt::format(R"({{"name":"sgd","lr":{:.17g},"momentum":{:.17g},"weight_decay":{:.17g},"nesterov":{}}})",
+                     double{o.lr}, double{o.momentum}, double{o.weight_decay}, o.nesterov);
+}
+template <bool Decoupled>
+std::string describe(const detail::adam_family<Decoupled>& o) {
+  return fmt::format(R"({{"name":"{}","lr":{:.17g},"beta1":{:.17g},"beta2":{:.17g},"eps":{:.17g},"weight_decay":{:.17g}}})",
+                     Decoupled ? "adamw" : "adam", double{o.lr}, double{o.beta1}, double{o.beta2}, double{o.eps},
+                     double{o.weight_decay});
+}
+
+template <class Model, class Scalar, class Loss, class Opt>
+std::string run_case(const std::string& name, const std::string& layers, const Opt& opt, std::uint64_t seed) {
   auto p = compile<Model, batch<4>, precision<Scalar>, Loss>(seed);
   using P = decltype(p);
   rng g(seed, 5);
@@ -38,7 +49,7 @@ std::string run_case(const std::string& name, const std::string& layers, const s
     for (std::size_t k = layout::offsets[i] + layout::sizes[i]; k < end; ++k) p.parameters()[k] = 0;
   }
   const std::string initial = tensors<P>(p.parameters());
-  typename sgd::template state<Scalar> state(p.parameters().size());
+  typename Opt::template state<Scalar> state(p.parameters().size());
   std::vector<std::string> steps;
   for (int step = 0; step < 3; ++step) {
     for (auto& x : p.input()) x = static_cast<Scalar>(g.uniform(-2, 2));
@@ -64,9 +75,9 @@ std::string run_case(const std::string& name, const std::string& layers, const s
     state.step(opt, p.parameters(), p.gradients());
   }
   return fmt::format(
-      R"({{"name":"{}","dtype":"{}","loss":"{}","layers":{},"sgd":{{"lr":{:.17g},"momentum":{:.17g},"weight_decay":{:.17g},"nesterov":{}}},"initial":{},"steps":[{}],"final":{}}})",
-      name, std::is_same_v<Scalar, double> ? "float64" : "float32", Loss::name(), layers, double{opt.lr},
-      double{opt.momentum}, double{opt.weight_decay}, opt.nesterov, initial, fmt::join(steps, ","), tensors<P>(p.parameters()));
+      R"({{"name":"{}","dtype":"{}","loss":"{}","layers":{},"optimizer":{},"initial":{},"steps":[{}],"final":{}}})",
+      name, std::is_same_v<Scalar, double> ? "float64" : "float32", Loss::name(), layers, describe(opt), initial,
+      fmt::join(steps, ","), tensors<P>(p.parameters()));
 }
 }  // namespace
 
@@ -89,6 +100,11 @@ int main() {
       run_case<reg, double, mse>("reg_mse_f64", reg_layers, heavy, 4),
       run_case<tied_chain, double, softmax_cross_entropy<>>("tied_chain_ce_f64", chain_layers, nesterov, 5),
       run_case<tied_chain, float, softmax_cross_entropy<>>("tied_chain_ce_f32", chain_layers, heavy, 6),
+      run_case<mlp, double, softmax_cross_entropy<>>("mlp_ce_f64_adam", mlp_layers,
+                                                     adam{.lr = 0.01f, .weight_decay = 0.01f}, 7),
+      run_case<mlp, double, softmax_cross_entropy<>>("mlp_ce_f64_adamw", mlp_layers,
+                                                     adamw{.lr = 0.01f, .beta1 = 0.8f, .weight_decay = 0.1f}, 8),
+      run_case<reg, float, mse>("reg_mse_f32_adamw", reg_layers, adamw{.lr = 0.005f}, 9),
   };
   fmt::print("{{\"cases\":[{}]}}\n", fmt::join(cases, ","));
 }

@@ -26,6 +26,8 @@
 
 #include <fmt/format.h>
 
+#include <kiln/optim/optimizer.hpp>
+
 namespace kiln {
 
 namespace detail {

@@ -23,6 +23,8 @@
 
 #include <fmt/format.h>
 
+#include <kiln/optim/optimizer.hpp>
+
 namespace kiln {
 
 struct sgd {
@@ -85,20 +87,6 @@ struct sgd {
    private:
     std::vector<T> velocity_;
   };
-};
-
-/// `Optimizer<O, T>`: O can update a flat buffer of T, whole (`step`) or in
-/// slices after one `prepare` (what replicas do in parallel); element-wise,
-/// so the slices' results equal the whole's.
-template <class O, class T>
-concept Optimizer = requires(const O& o, typename O::template state<T>& s, std::span<T> w, std::span<const T> g) {
-  { O::name } -> std::convertible_to<std::string_view>;
-  { s.buffer() } -> std::convertible_to<std::span<T>>;
-  o.validate();
-  typename O::template state<T>;
-  s.step(o, w, g);
-  s.prepare(o);
-  s.update(o, w, g, std::size_t{0});
 };
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Replays kiln's SGD steps in PyTorch and compares them.
+"""Replays kiln's optimizer steps (SGD, Adam, AdamW) in PyTorch and compares them.
 
 Runs the kiln_reference_step binary (argv[1]), which prints JSON: small
 models, their initial parameters, three batches, and for each step the loss
@@ -72,9 +72,14 @@ def main():
         with torch.no_grad():
             for p, init in zip(params, case["initial"]):
                 p.copy_(torch.tensor(init, dtype=dtype).reshape(p.shape))
-        o = case["sgd"]
-        opt = torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"],
-                              nesterov=o["nesterov"])
+        o = case["optimizer"]
+        if o["name"] == "sgd":
+            opt = torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"],
+                                  nesterov=o["nesterov"])
+        else:
+            kind = torch.optim.Adam if o["name"] == "adam" else torch.optim.AdamW
+            opt = kind(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+                       weight_decay=o["weight_decay"])
         in_features = net[0].in_features if isinstance(net[0], torch.nn.Linear) else None
         for k, step in enumerate(case["steps"]):
             x = torch.tensor(step["x"], dtype=dtype)

@@ -1,0 +1,38 @@
+// kiln/optim/optimizer.hpp — what an optimizer provides (docs/concepts.md).
+//
+//   A configuration aggregate O (`sgd{.lr = 0.1f}`) with `name`, a public
+//   `lr` (schedules set it), `validate()`, and a nested `state<T>` built from
+//   the parameter count, holding buffers in the parameters' layout:
+//     step(o, w, g)              one update of the whole flat buffer
+//     prepare(o); update(o, w_slice, g_slice, offset)
+//                                the same, slice by slice (the replicas of
+//                                replicate<N> update their slices in
+//                                parallel); element-wise, so equal to step
+//     buffer()                   the state, for checkpoints
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+namespace kiln {
+
+/// `Optimizer<O, T>`: O can update a flat buffer of T, whole (`step`) or in
+/// slices after one `prepare` (what replicas do in parallel); element-wise,
+/// so the slices' results equal the whole's.
+template <class O, class T>
+concept Optimizer = requires(O& o, typename O::template state<T>& s, std::span<T> w, std::span<const T> g) {
+  { O::name } -> std::convertible_to<std::string_view>;
+  o.lr = 0.5f;
+  { s.buffer() } -> std::convertible_to<std::span<T>>;
+  o.validate();
+  typename O::template state<T>;
+  s.step(o, w, g);
+  s.prepare(o);
+  s.update(o, w, g, std::size_t{0});
+};
+
+}  // namespace kiln
