@@ -1,6 +1,6 @@
 // Tied weights: one storage per tag, the sum of every use's gradient, and ties
 // that survive copies. Finite differences in double; PyTorch agreement is in
-// reference.torch_optimizer_steps.py (the tied case).
+// reference/torch_optimizer_steps.py (the tied case).
 #include <kiln/kiln.hpp>
 
 #include <gtest/gtest.h>

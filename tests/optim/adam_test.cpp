@@ -1,5 +1,5 @@
 // adam and adamw against their recurrences (PyTorch's Adam/AdamW; the
-// number-by-number PyTorch comparison is in reference/torch_sgd_steps.py).
+// number-by-number PyTorch comparison is in reference/torch_optimizer_steps.py).
 #include <kiln/optim/adam.hpp>
 
 #include <gtest/gtest.h>
