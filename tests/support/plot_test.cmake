@@ -1,0 +1,13 @@
+# scripts/plot-metrics turns a metrics log into an SVG with both panels.
+file(REMOVE ${OUT})
+execute_process(COMMAND ${SCRIPT} ${LOG} ${OUT} "test run" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${OUT})
+  message(FATAL_ERROR "plot-metrics failed (${rc}):\n${out}\n${err}")
+endif()
+file(READ ${OUT} svg)
+foreach(word "<svg" "loss" "accuracy" "validation" "test run")
+  string(FIND "${svg}" "${word}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the plot lacks '${word}'")
+  endif()
+endforeach()
