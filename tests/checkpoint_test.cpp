@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/blobs.hpp"
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,18 +25,7 @@ struct shared_w;
 using chain = model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
 using mlp = model<input<2, 2>, flatten, dense<16>, relu, dense<3>>;
 
-dataset blobs(std::size_t n, std::uint64_t seed) {
-  dataset d;
-  d.name = "blobs";
-  d.sample_shape = {2, 2};
-  rng g(seed);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<std::uint32_t>(i % 3);
-    for (int k = 0; k < 4; ++k) d.features.push_back(static_cast<float>((k == int(c) ? 2.0 : 0.0) + 0.5 * g.normal()));
-    d.labels.push_back(c);
-  }
-  return d;
-}
+using kiln::testing::blobs;
 
 template <class P>
 std::vector<typename P::scalar_type> copy_of(const P& p) {

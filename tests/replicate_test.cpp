@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/blobs.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -20,19 +22,7 @@ using net = model<input<2, 2>, flatten, dense<16>, relu, dense<3>>;
 struct shared_w;
 using chain = model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
 
-dataset blobs(std::size_t n, std::uint64_t seed, std::size_t dims = 4) {
-  dataset d;
-  d.name = "blobs";
-  d.sample_shape = {dims};
-  rng g(seed);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<std::uint32_t>(i % 3);
-    for (std::size_t k = 0; k < dims; ++k)
-      d.features.push_back(static_cast<float>((k == c ? 2.0 : 0.0) + 0.5 * g.normal()));
-    d.labels.push_back(c);
-  }
-  return d;
-}
+dataset blobs(std::size_t n, std::uint64_t seed) { return kiln::testing::blobs(n, seed, {4}); }
 
 const fit_options quiet{.seed = 4, .progress = progress_mode::none};
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/blobs.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -41,16 +43,7 @@ TEST(schedule, warmup_then_cosine) {
 
 using net = model<input<4>, dense<16>, relu, dense<3>>;
 dataset blobs(std::size_t n, std::uint64_t seed, double spread = 0.5) {
-  dataset d;
-  d.name = "blobs";
-  d.sample_shape = {4};
-  rng g(seed);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<std::uint32_t>(i % 3);
-    for (int k = 0; k < 4; ++k) d.features.push_back(static_cast<float>((k == int(c) ? 2.0 : 0.0) + spread * g.normal()));
-    d.labels.push_back(c);
-  }
-  return d;
+  return kiln::testing::blobs(n, seed, {4}, spread);
 }
 
 TEST(trainer_schedule, the_optimizer_sees_the_scheduled_rate) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/blobs.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,18 +19,7 @@ using namespace kiln;
 using net = model<input<2, 2>, flatten, dense<16>, relu, dense<3>>;
 
 /// Three Gaussian blobs in 4-d, `n` samples, labels 0..2.
-dataset blobs(std::size_t n, std::uint64_t seed) {
-  dataset d;
-  d.name = "blobs";
-  d.sample_shape = {2, 2};
-  rng g(seed);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<std::uint32_t>(i % 3);
-    for (int k = 0; k < 4; ++k) d.features.push_back(static_cast<float>((k == int(c) ? 2.0 : 0.0) + 0.5 * g.normal()));
-    d.labels.push_back(c);
-  }
-  return d;
-}
+using kiln::testing::blobs;
 
 fit_options quiet(std::uint64_t seed = 1) { return {.seed = seed, .progress = progress_mode::none}; }
 
