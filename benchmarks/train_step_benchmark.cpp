@@ -29,7 +29,8 @@ void mlp_train_step(benchmark::State& state) {
     s.step(o, p.parameters(), p.gradients());
     benchmark::DoNotOptimize(p.parameters().data());
   }
-  state.counters["samples/s"] = benchmark::Counter(static_cast<double>(state.iterations() * B), benchmark::Counter::kIsRate);
+  state.counters["samples/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * B), benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(state.iterations() * B) * 3 * forward_flops / 1e9,
                                                  benchmark::Counter::kIsRate);
 }
@@ -43,7 +44,8 @@ void mlp_inference(benchmark::State& state) {
     p.forward();
     benchmark::DoNotOptimize(p.output().data());
   }
-  state.counters["samples/s"] = benchmark::Counter(static_cast<double>(state.iterations() * B), benchmark::Counter::kIsRate);
+  state.counters["samples/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * B), benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(state.iterations() * B) * forward_flops / 1e9,
                                                  benchmark::Counter::kIsRate);
 }

@@ -14,20 +14,19 @@
 
 using namespace kiln;
 
-constexpr std::size_t context = 32;                      // characters the model sees
-constexpr std::size_t vocab = char_vocabulary::size;     // 96 characters
-constexpr std::size_t width = 48;                        // embedding width
+constexpr std::size_t context = 32;                   // characters the model sees
+constexpr std::size_t vocab = char_vocabulary::size;  // 96 characters
+constexpr std::size_t width = 48;                     // embedding width
 
 // 1. The tie is a type. `chars` names the one table that maps characters to
 //    vectors (embedding) and vectors back to character scores (unembed:
 //    logits = h · Eᵀ). Both layers use the same storage and its gradient
 //    is the sum of both uses'.
 struct chars;
-using tied_lm = model<input_tokens<context>,
-                      embedding<vocab, width, tied<chars>>,  // shape<32> → shape<32, 48>
-                      flatten, dense<384>, relu,            // → shape<384>
-                      dense<width>,                         // → shape<48>
-                      unembed<tied<chars>>>;                // → shape<96>: h · Eᵀ
+using tied_lm = model<input_tokens<context>, embedding<vocab, width, tied<chars>>,  // shape<32> → shape<32, 48>
+                      flatten, dense<384>, relu,                                    // → shape<384>
+                      dense<width>,                                                 // → shape<48>
+                      unembed<tied<chars>>>;                                        // → shape<96>: h · Eᵀ
 
 // 2. The untied model learns a separate output matrix of the same shape.
 using untied_lm = model<input_tokens<context>, embedding<vocab, width>, flatten, dense<384>, relu, dense<width>,

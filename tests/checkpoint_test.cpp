@@ -22,7 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace kiln;
 struct shared_w;
-using chain = model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
+using chain =
+    model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
 using mlp = model<input<2, 2>, flatten, dense<16>, relu, dense<3>>;
 
 using kiln::testing::blobs;
@@ -198,8 +199,8 @@ TEST_F(checkpoint, resume_in_a_fresh_process_reproduces_the_uninterrupted_run) {
   EXPECT_EQ(at.step, 2u * 25);
   const auto history = c.fit(train, epochs{2}, o);
   EXPECT_EQ(history.epochs.front().epoch, 3u);
-  EXPECT_EQ(0, std::memcmp(straight.parameters().data(), resumed.parameters().data(),
-                           straight.parameters().size_bytes()));
+  EXPECT_EQ(0,
+            std::memcmp(straight.parameters().data(), resumed.parameters().data(), straight.parameters().size_bytes()));
 }
 
 TEST_F(checkpoint, a_nan_loss_leaves_the_last_checkpoint_intact) {

@@ -6,6 +6,4 @@
 
 double odr_loss_a();
 
-TEST(odr, two_translation_units_agree) {
-  EXPECT_EQ(odr_loss_a(), kiln::odr_test::run());
-}
+TEST(odr, two_translation_units_agree) { EXPECT_EQ(odr_loss_a(), kiln::odr_test::run()); }

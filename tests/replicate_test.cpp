@@ -10,17 +10,18 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <thread>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
 using namespace kiln;
 using net = model<input<2, 2>, flatten, dense<16>, relu, dense<3>>;
 struct shared_w;
-using chain = model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
+using chain =
+    model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
 
 dataset blobs(std::size_t n, std::uint64_t seed) { return kiln::testing::blobs(n, seed, {4}); }
 

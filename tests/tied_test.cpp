@@ -18,13 +18,14 @@ struct shared_w;   // the tie of the seeds' example
 struct tok_embed;  // embedding ↔ unembed
 
 // dense 32→10, dense 10→32, dense 32→10, no bias, the first and third tied.
-using chain = model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
+using chain =
+    model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
 using chain_untied = model<input<32>, dense<10, no_bias>, dense<32, no_bias>, dense<10, no_bias>>;
 // A tied autoencoder: the decoder reads the encoder's weight transposed.
 using autoencoder = model<input<12>, dense<5, tied<shared_w>>, kiln::tanh, dense<12, tied_transposed<shared_w>>>;
 // Embedding and unembed share the table.
-using lm = model<input_tokens<4>, embedding<7, 3, tied<tok_embed>>, flatten, dense<3>, kiln::tanh,
-                 unembed<tied<tok_embed>>>;
+using lm =
+    model<input_tokens<4>, embedding<7, 3, tied<tok_embed>>, flatten, dense<3>, kiln::tanh, unembed<tied<tok_embed>>>;
 using seq_lm = model<input_tokens<5>, embedding<9, 4, tied<tok_embed>>, kiln::tanh, unembed<tied<tok_embed>>>;
 
 // Compile-time: counted once, one offset, Lightning's parameter-count check as a static_assert.
@@ -119,8 +120,9 @@ TEST(embedding, rejects_token_ids_out_of_range_with_where_and_what) {
     p.forward();
     FAIL() << "no exception";
   } catch (const std::out_of_range& e) {
-    EXPECT_STREQ(e.what(), "kiln::embedding<7, 3, tied> (layer 1): token 7 at position 2 of sample 1 of the batch is "
-                           "not a token id in [0, 7)");
+    EXPECT_STREQ(e.what(),
+                 "kiln::embedding<7, 3, tied> (layer 1): token 7 at position 2 of sample 1 of the batch is "
+                 "not a token id in [0, 7)");
   }
   p.input()[6] = 2.5f;
   EXPECT_THROW(p.forward(), std::out_of_range);

@@ -132,7 +132,7 @@ TEST(trainer, draws_a_live_progress_bar_when_asked) {
   for (int c; (c = std::fgetc(out)) != EOF;) all += static_cast<char>(c);
   std::fclose(out);
   EXPECT_NE(all.find("\r\033[Kepoch 1/1 ["), std::string::npos) << all;  // redrawn in place
-  EXPECT_NE(all.find("8/8 loss "), std::string::npos) << all;        // the final step
+  EXPECT_NE(all.find("8/8 loss "), std::string::npos) << all;            // the final step
   EXPECT_NE(all.find("samples/s ETA 0:00"), std::string::npos) << all;
   EXPECT_NE(all.find("epoch 1/1: loss "), std::string::npos) << all;  // then the epoch line
 }
@@ -149,8 +149,9 @@ TEST(trainer, refuses_data_that_does_not_fit_the_model) {
     t.evaluate(wrong);
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "kiln::trainer: the evaluation set 'blobs' has samples of 5 values, but the model's input "
-                           "shape<2, 2> takes 4");
+    EXPECT_STREQ(e.what(),
+                 "kiln::trainer: the evaluation set 'blobs' has samples of 5 values, but the model's input "
+                 "shape<2, 2> takes 4");
   }
   dataset unlabelled = blobs(16, 1);
   unlabelled.labels.clear();

@@ -79,8 +79,8 @@ struct training_position {
   std::uint64_t step = 0;   ///< optimizer steps completed
   std::uint64_t seed = 0;   ///< the fit seed (shuffling derives from seed and epoch)
   std::array<std::uint64_t, 4> rng{};
-  double lr_scale = 1.0;    ///< what reduce_on_plateau has made of the learning rate
-  double best_metric = 0.0; ///< the best monitored value so far (plateau / early stopping)
+  double lr_scale = 1.0;           ///< what reduce_on_plateau has made of the learning rate
+  double best_metric = 0.0;        ///< the best monitored value so far (plateau / early stopping)
   std::uint64_t stale_epochs = 0;  ///< epochs since it improved
   std::uint64_t has_best = 0;      ///< whether best_metric holds a value
 };
@@ -98,10 +98,8 @@ class byte_writer {
     if (n) std::memcpy(bytes_.data() + at, p, n);
   }
   template <class T>
-    requires std::is_trivially_copyable_v<T>
-  void put(const T& v) {
-    append(&v, sizeof(T));
-  }
+  requires std::is_trivially_copyable_v<T>
+  void put(const T& v) { append(&v, sizeof(T)); }
   void put_text(std::string_view s) {
     put<std::uint64_t>(s.size());
     append(s.data(), s.size());
@@ -285,9 +283,9 @@ training_position load_checkpoint(const std::filesystem::path& file, Program& pr
   at.has_best = r.get<std::uint64_t>();
   const std::size_t header = checkpoint_magic.size() + r.at();
   if (n_params > bytes.size() || n_opt > bytes.size())  // (keeps the sums below from overflowing)
-    throw checkpoint_error(checkpoint_fault::truncated, file,
-                           fmt::format("truncated: {} bytes, but its header announces {} + {} scalars", bytes.size(),
-                                       n_params, n_opt));
+    throw checkpoint_error(
+        checkpoint_fault::truncated, file,
+        fmt::format("truncated: {} bytes, but its header announces {} + {} scalars", bytes.size(), n_params, n_opt));
   const std::size_t expected = header + static_cast<std::size_t>(n_params + n_opt) * scalar + 4;
   if (expected > bytes.size())
     throw checkpoint_error(checkpoint_fault::truncated, file,

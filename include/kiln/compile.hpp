@@ -47,10 +47,10 @@
 #include <type_traits>
 #include <utility>
 
+#include <fmt/format.h>
 #include <boost/hana/at.hpp>
 #include <boost/hana/fold_left.hpp>
 #include <boost/hana/for_each.hpp>
-#include <fmt/format.h>
 
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_context.hpp>
@@ -66,7 +66,8 @@ namespace diagnostics {
 template <std::size_t B>
 inline constexpr bool batch_must_hold_at_least_one_sample = B > 0;
 template <class Scalar>
-inline constexpr bool precision_must_be_float_or_double = std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>;
+inline constexpr bool precision_must_be_float_or_double =
+    std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>;
 template <class... Options>
 inline constexpr bool compile_needs_exactly_one_batch_option = false;
 template <class Option>
@@ -122,15 +123,23 @@ struct single_replica {
 
 /// `Loss<L>`: L is a kiln loss spec (softmax_cross_entropy<...>, mse).
 template <class L>
-concept Loss = requires { typename L::kiln_loss; };
+concept Loss = requires {
+  typename L::kiln_loss;
+};
 
 namespace detail {
-template <class T> struct is_batch : std::false_type {};
-template <std::size_t B> struct is_batch<batch<B>> : std::true_type {};
-template <class T> struct is_precision : std::false_type {};
-template <class S> struct is_precision<precision<S>> : std::true_type {};
-template <class T> struct is_replicate : std::false_type {};
-template <std::size_t N, std::size_t... C> struct is_replicate<replicate<N, C...>> : std::true_type {};
+template <class T>
+struct is_batch : std::false_type {};
+template <std::size_t B>
+struct is_batch<batch<B>> : std::true_type {};
+template <class T>
+struct is_precision : std::false_type {};
+template <class S>
+struct is_precision<precision<S>> : std::true_type {};
+template <class T>
+struct is_replicate : std::false_type {};
+template <std::size_t N, std::size_t... C>
+struct is_replicate<replicate<N, C...>> : std::true_type {};
 
 template <class... Options>
 struct compile_options {
@@ -140,7 +149,7 @@ struct compile_options {
 
   template <class O>
   static constexpr bool known = is_batch<O>::value || is_precision<O>::value || is_replicate<O>::value || Loss<O>;
-  static_assert(((known<Options> || diagnostics::compile_option_must_be_batch_precision_or_a_loss<Options>) && ...),
+  static_assert(((known<Options> || diagnostics::compile_option_must_be_batch_precision_or_a_loss<Options>)&&...),
                 "kiln::compile<Model, Options...>: every option is batch<B>, precision<T>, replicate<N> or a loss");
 
   template <template <class> class Is, class Default>
@@ -154,7 +163,8 @@ struct compile_options {
       }
     });
   }
-  template <class O> struct is_loss : std::bool_constant<Loss<O>> {};
+  template <class O>
+  struct is_loss : std::bool_constant<Loss<O>> {};
 
   using batch_type = typename decltype(+pick<is_batch, batch<1>>())::type;
   using scalar = typename decltype(+pick<is_precision, precision<float>>())::type::type;
@@ -287,8 +297,8 @@ class program {
     check_targets(targets, valid);
     auto task = [&](std::size_t r) {
       const std::size_t v = valid_in(r, valid);
-      results_[r] = v ? bound_loss::evaluate(activation(r, layer_count), targets.data() + r * B * targets_per_sample,
-                                             B, v, static_cast<T*>(nullptr))
+      results_[r] = v ? bound_loss::evaluate(activation(r, layer_count), targets.data() + r * B * targets_per_sample, B,
+                                             v, static_cast<T*>(nullptr))
                       : loss_value{};
     };
     if (valid <= B) {
@@ -585,8 +595,7 @@ class program {
 
   void check_targets(std::span<const target_type> targets, std::size_t valid) const {
     if (valid > global_batch) {
-      throw std::invalid_argument(
-          fmt::format("kiln::program: {} valid samples in a step of {}", valid, global_batch));
+      throw std::invalid_argument(fmt::format("kiln::program: {} valid samples in a step of {}", valid, global_batch));
     }
     if (targets.size() < valid * targets_per_sample) {
       throw std::invalid_argument(fmt::format("kiln::program: {} targets given for {} samples ({} per sample)",
@@ -619,8 +628,12 @@ class program {
         for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(sd * g.normal());
         break;
       }
-      case init::zeros: std::fill_n(p, n, T(0)); break;
-      case init::ones: std::fill_n(p, n, T(1)); break;
+      case init::zeros:
+        std::fill_n(p, n, T(0));
+        break;
+      case init::ones:
+        std::fill_n(p, n, T(1));
+        break;
     }
   }
 
@@ -638,7 +651,8 @@ template <class M, class... Options>
 auto compile(std::uint64_t seed = 0) {
   static_assert(Model<M>, "kiln::compile<M, ...>: M must be a kiln::model<input<...>, layers...>");
   using opts = detail::compile_options<Options...>;
-  return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss, typename opts::replication>(seed);
+  return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss, typename opts::replication>(
+      seed);
 }
 
 }  // namespace kiln

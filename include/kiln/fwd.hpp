@@ -16,43 +16,59 @@
 namespace kiln {
 
 /// Extents known at compile time: `shape<28, 28>` is a 28×28 sample.
-template <std::size_t... Extents> struct shape;
+template <std::size_t... Extents>
+struct shape;
 
 /// The first entry of a model: the shape of one input sample (rank 1 to 3).
-template <std::size_t... Extents> struct input;
-template <std::size_t Length> struct input_tokens;
+template <std::size_t... Extents>
+struct input;
+template <std::size_t Length>
+struct input_tokens;
 
 /// `model<input<...>, Layers...>`: a flat, typed list of layers.
-template <class Input, class... Layers> struct model;
+template <class Input, class... Layers>
+struct model;
 
 /// Compile options: samples per step, and the scalar type of the program.
-template <std::size_t B> struct batch;
-template <class Scalar> struct precision;
+template <std::size_t B>
+struct batch;
+template <class Scalar>
+struct precision;
 
 /// Layers.
 struct no_bias;
-template <std::size_t Units, class... Options> struct dense;
+template <std::size_t Units, class... Options>
+struct dense;
 struct flatten;
 struct relu;
 struct tanh;
 struct sigmoid;
-template <std::size_t Vocab, std::size_t Dim, class... Options> struct embedding;
-template <class... Options> struct unembed;
-template <class Tag> struct tied;
-template <class Tag> struct tied_transposed;
+template <std::size_t Vocab, std::size_t Dim, class... Options>
+struct embedding;
+template <class... Options>
+struct unembed;
+template <class Tag>
+struct tied;
+template <class Tag>
+struct tied_transposed;
 
 /// Losses.
-template <std::size_t Classes = 0> struct softmax_cross_entropy;
+template <std::size_t Classes = 0>
+struct softmax_cross_entropy;
 struct mse;
 
 /// Optimizers.
 struct sgd;
 
 /// The compiled program and its trainer.
-template <std::size_t N, std::size_t... Cores> struct replicate;
-namespace detail { struct single_replica; }
+template <std::size_t N, std::size_t... Cores>
+struct replicate;
+namespace detail {
+struct single_replica;
+}
 template <class Model, std::size_t Batch, class Scalar, class Loss, class Replication = detail::single_replica>
 class program;
-template <class Program, class Optimizer> class trainer;
+template <class Program, class Optimizer>
+class trainer;
 
 }  // namespace kiln

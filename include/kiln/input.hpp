@@ -43,9 +43,12 @@ struct input_tokens {
   static constexpr bool tokens = true;
 };
 
-template <class T> struct is_input : std::false_type {};
-template <std::size_t... D> struct is_input<input<D...>> : std::true_type {};
-template <std::size_t L> struct is_input<input_tokens<L>> : std::true_type {};
+template <class T>
+struct is_input : std::false_type {};
+template <std::size_t... D>
+struct is_input<input<D...>> : std::true_type {};
+template <std::size_t L>
+struct is_input<input_tokens<L>> : std::true_type {};
 
 /// `Input<I>`: I is a kiln::input<...>.
 template <class I>

@@ -75,7 +75,8 @@ struct declared_parameters {
 
 namespace detail {
 /// The declared parameter named Tag (the first, when several layers declare it).
-template <class Tag, class Declared> struct declared_param;
+template <class Tag, class Declared>
+struct declared_param;
 template <class Tag, class P, class... Rest>
 struct declared_param<Tag, declared_parameters<P, Rest...>>
     : std::conditional_t<std::is_same_v<Tag, typename P::tag>, std::type_identity<P>,

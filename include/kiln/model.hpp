@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <boost/hana/append.hpp>
 #include <boost/hana/at.hpp>
 #include <boost/hana/back.hpp>
@@ -46,7 +47,6 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 #include <boost/hana/unpack.hpp>
-#include <fmt/format.h>
 
 #include <kiln/detail/parameter_layout.hpp>
 #include <kiln/detail/type_name.hpp>
@@ -90,13 +90,20 @@ struct declared_by {
   using type = declared_parameters<>;
 };
 template <class Spec>
-  requires requires { typename Spec::declared_parameters; }
+requires requires { typename Spec::declared_parameters; }
 struct declared_by<Spec> {
   using type = typename Spec::declared_parameters;
 };
-template <class... Lists> struct concat_declared;
-template <> struct concat_declared<> { using type = declared_parameters<>; };
-template <class... P> struct concat_declared<declared_parameters<P...>> { using type = declared_parameters<P...>; };
+template <class... Lists>
+struct concat_declared;
+template <>
+struct concat_declared<> {
+  using type = declared_parameters<>;
+};
+template <class... P>
+struct concat_declared<declared_parameters<P...>> {
+  using type = declared_parameters<P...>;
+};
 template <class... P, class... Q, class... Rest>
 struct concat_declared<declared_parameters<P...>, declared_parameters<Q...>, Rest...>
     : concat_declared<declared_parameters<P..., Q...>, Rest...> {};
@@ -116,15 +123,13 @@ using stored_param_of =
 template <class... Specs, class Bound>
 constexpr auto collect_parameters(Bound bound) {
   constexpr std::array<init, sizeof...(Specs) + 1> hints{init_hint_of<Specs>()..., init::glorot_uniform};
-  auto per_layer = hana::transform(hana::to_tuple(hana::make_range(hana::size_c<0>, hana::length(bound))),
-                                   [&](auto i) {
-                                     using B = typename decltype(+hana::at(bound, i))::type;
-                                     constexpr init hint = hints[decltype(i)::value + 1];
-                                     return hana::transform(B::parameters, [](auto p) {
-                                       return hana::type_c<stored_param_of<typename decltype(p)::type, hint,
-                                                                           layer_at<B::position, typename B::spec>>>;
-                                     });
-                                   });
+  auto per_layer = hana::transform(hana::to_tuple(hana::make_range(hana::size_c<0>, hana::length(bound))), [&](auto i) {
+    using B = typename decltype(+hana::at(bound, i))::type;
+    constexpr init hint = hints[decltype(i)::value + 1];
+    return hana::transform(B::parameters, [](auto p) {
+      return hana::type_c<stored_param_of<typename decltype(p)::type, hint, layer_at<B::position, typename B::spec>>>;
+    });
+  });
   return hana::flatten(per_layer);
 }
 
@@ -142,7 +147,8 @@ struct check_tie {
 template <bool SameTag, class First, class Again>
 struct check_if_same_tag : std::true_type {};
 template <class First, class Again>
-struct check_if_same_tag<true, First, Again> : std::bool_constant<sizeof(typename check_tie<First, Again>::type) != 0> {};
+struct check_if_same_tag<true, First, Again> : std::bool_constant<sizeof(typename check_tie<First, Again>::type) != 0> {
+};
 
 /// Keeps the first parameter of each tag (every use of a tag shares it),
 /// checking each later use against it. Recursive, like bind_chain, so that a
@@ -163,9 +169,8 @@ struct unique_params<hana::basic_tuple<Done...>, P, Rest...>
 
 template <class Params>
 constexpr auto unique_by_tag(Params params) {
-  return hana::unpack(params, [](auto... p) {
-    return unique_params<hana::basic_tuple<>, typename decltype(p)::type...>::list;
-  });
+  return hana::unpack(
+      params, [](auto... p) { return unique_params<hana::basic_tuple<>, typename decltype(p)::type...>::list; });
 }
 
 template <class Params>
@@ -175,8 +180,14 @@ constexpr auto layout_of(Params params) {
 
 /// The shape of an input entry; a stand-in for anything else, so that a
 /// model whose first entry is wrong stops with one error, not a cascade.
-template <class I> struct input_shape_of { using type = shape<1>; };
-template <kiln::Input I> struct input_shape_of<I> { using type = typename I::shape_type; };
+template <class I>
+struct input_shape_of {
+  using type = shape<1>;
+};
+template <kiln::Input I>
+struct input_shape_of<I> {
+  using type = typename I::shape_type;
+};
 
 template <class InShape, class Bound>
 constexpr auto last_output_shape(Bound bound) {
@@ -301,8 +312,8 @@ struct model {
         }
       });
       out += fmt::format("{:>3}  {:<26} {:<16} {:<16} {:>12}  {}\n", L::position, L::spec::name(),
-                         to_string(typename L::input_shape{}), to_string(typename L::output_shape{}),
-                         group_digits(own), shares);
+                         to_string(typename L::input_shape{}), to_string(typename L::output_shape{}), group_digits(own),
+                         shares);
     });
     out += fmt::format("total parameters: {}\n", group_digits(parameter_count));
     return out;
@@ -354,6 +365,8 @@ struct model {
 
 /// `Model<M>`: M is a kiln::model (or a struct derived from one).
 template <class M>
-concept Model = requires { typename M::kiln_model; };
+concept Model = requires {
+  typename M::kiln_model;
+};
 
 }  // namespace kiln

@@ -71,10 +71,10 @@ struct static_sampler {
   void shard(std::span<const std::size_t> order, std::size_t step, std::size_t worker,
              std::span<std::size_t> out) const {
     if (worker >= workers || out.size() < batch || order.empty() || step >= steps(order.size())) {
-      throw std::out_of_range(fmt::format("kiln::static_sampler::shard: step {} of {}, worker {} of {}, {} slots for "
-                                          "a batch of {}, order of {}",
-                                          step, steps(order.size()), worker, workers, out.size(), batch,
-                                          order.size()));
+      throw std::out_of_range(
+          fmt::format("kiln::static_sampler::shard: step {} of {}, worker {} of {}, {} slots for "
+                      "a batch of {}, order of {}",
+                      step, steps(order.size()), worker, workers, out.size(), batch, order.size()));
     }
     const std::size_t first = step * step_size() + worker * batch;
     for (std::size_t i = 0; i < batch; ++i) out[i] = order[(first + i) % order.size()];

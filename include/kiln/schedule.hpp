@@ -95,15 +95,14 @@ struct linear_warmup {
 /// `a >> b`: a for a.length() steps, then b (counting its steps from 0).
 inline schedule operator>>(const schedule& a, const schedule& b) {
   const std::size_t cut = a.length();
-  const std::size_t length =
-      b.length() == std::numeric_limits<std::size_t>::max() ? b.length() : cut + b.length();
+  const std::size_t length = b.length() == std::numeric_limits<std::size_t>::max() ? b.length() : cut + b.length();
   return {[=](std::size_t step, std::size_t epoch) { return step < cut ? a(step, epoch) : b(step - cut, epoch); },
           length};
 }
 template <class A, class B>
-  requires(std::is_convertible_v<A, schedule> && std::is_convertible_v<B, schedule> &&
-           !(std::is_same_v<A, schedule> && std::is_same_v<B, schedule>))
-schedule operator>>(const A& a, const B& b) {
+requires(std::is_convertible_v<A, schedule>&& std::is_convertible_v<B, schedule> &&
+         !(std::is_same_v<A, schedule> && std::is_same_v<B, schedule>)) schedule
+operator>>(const A& a, const B& b) {
   return schedule(a) >> schedule(b);
 }
 

@@ -53,8 +53,10 @@ constexpr bool operator==(shape<A...>, shape<B...>) noexcept {
 }
 
 /// `Shape<S>`: S is some `kiln::shape<...>`.
-template <class S> struct is_shape : std::false_type {};
-template <std::size_t... D> struct is_shape<shape<D...>> : std::true_type {};
+template <class S>
+struct is_shape : std::false_type {};
+template <std::size_t... D>
+struct is_shape<shape<D...>> : std::true_type {};
 template <class S>
 concept Shape = is_shape<S>::value;
 
@@ -63,7 +65,8 @@ template <class S, std::size_t R>
 concept ShapeOfRank = Shape<S> && S::rank == R;
 
 namespace detail {
-template <class A, class B> struct concat;
+template <class A, class B>
+struct concat;
 template <std::size_t... A, std::size_t... B>
 struct concat<shape<A...>, shape<B...>> {
   using type = shape<A..., B...>;

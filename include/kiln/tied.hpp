@@ -42,9 +42,12 @@ struct tied_transposed {
   static constexpr bool transposed = true;
 };
 
-template <class T> struct is_tie : std::false_type {};
-template <class Tag> struct is_tie<tied<Tag>> : std::true_type {};
-template <class Tag> struct is_tie<tied_transposed<Tag>> : std::true_type {};
+template <class T>
+struct is_tie : std::false_type {};
+template <class Tag>
+struct is_tie<tied<Tag>> : std::true_type {};
+template <class Tag>
+struct is_tie<tied_transposed<Tag>> : std::true_type {};
 
 namespace detail {
 /// The tie among Options..., or `Default` (an untied, unique weight).

@@ -58,9 +58,9 @@
 #include <kiln/compile.hpp>
 #include <kiln/data/dataset.hpp>
 #include <kiln/detail/progress.hpp>
+#include <kiln/distributed.hpp>
 #include <kiln/optim/optimizer.hpp>
 #include <kiln/optim/sgd.hpp>
-#include <kiln/distributed.hpp>
 #include <kiln/random.hpp>
 #include <kiln/sampler.hpp>
 #include <kiln/schedule.hpp>
@@ -72,18 +72,17 @@ struct epochs {
   std::size_t count = 1;
 };
 
-
 /// Where progress goes: `automatic` is a live bar on a terminal and one line
 /// per epoch otherwise.
 enum class progress_mode { automatic, bar, lines, none };
 
 /// What a step-end callback hears.
 struct step_report {
-  std::size_t epoch = 0;        ///< 1-based, over the whole run
+  std::size_t epoch = 0;  ///< 1-based, over the whole run
   std::size_t step_in_epoch = 0;
-  std::size_t step = 0;         ///< optimizer steps done, over the whole run
+  std::size_t step = 0;  ///< optimizer steps done, over the whole run
   double loss = 0;
-  double lr = 0;                ///< the rate this step used
+  double lr = 0;  ///< the rate this step used
 };
 
 struct epoch_metrics;
@@ -227,14 +226,16 @@ class trainer {
     const std::size_t first_worker = static_cast<std::size_t>(distributed::rank()) * Program::replicas;
     const std::size_t steps = sampler.steps();
     if (steps == 0) {
-      throw std::invalid_argument(fmt::format("kiln::trainer::fit: the training set '{}' has {} samples, fewer than "
-                                              "one step of {} (use remainder::wrap to repeat samples)",
-                                              train.name, train.size(), sampler.step_size()));
+      throw std::invalid_argument(
+          fmt::format("kiln::trainer::fit: the training set '{}' has {} samples, fewer than "
+                      "one step of {} (use remainder::wrap to repeat samples)",
+                      train.name, train.size(), sampler.step_size()));
     }
 
     if ((o.plateau || o.early_stop) && !o.validation) {
-      throw std::invalid_argument("kiln::trainer::fit: reduce_on_plateau and early_stopping watch the validation set; "
-                                  "give fit_options::validation");
+      throw std::invalid_argument(
+          "kiln::trainer::fit: reduce_on_plateau and early_stopping watch the validation set; "
+          "give fit_options::validation");
     }
 
     stop_requested_ = false;
@@ -255,11 +256,11 @@ class trainer {
             program_.train_step(std::span<const target_type>(targets_), optimizer_, state_, o.clip_grad_norm);
         if (!std::isfinite(r.loss)) {
           bar.clear();
-          throw training_error(fmt::format("kiln::trainer::fit: the loss is {} at epoch {}, step {} (of {}); training "
-                                           "stopped before that step's update, so the parameters are those of the "
-                                           "step before{}",
-                                           r.loss, e, s + 1, steps,
-                                           o.checkpoint_dir.empty() ? "" : ", and the last checkpoint is intact"));
+          throw training_error(fmt::format(
+              "kiln::trainer::fit: the loss is {} at epoch {}, step {} (of {}); training "
+              "stopped before that step's update, so the parameters are those of the "
+              "step before{}",
+              r.loss, e, s + 1, steps, o.checkpoint_dir.empty() ? "" : ", and the last checkpoint is intact"));
         }
         ++step_;
         ++done;
@@ -347,7 +348,8 @@ class trainer {
     std::vector<scalar> out;
     out.reserve(d.size() * Program::output_size);
     for_each_batch(
-        d, [&](std::size_t valid) {
+        d,
+        [&](std::size_t valid) {
           auto y = program_.output();
           out.insert(out.end(), y.begin(), y.begin() + static_cast<std::ptrdiff_t>(valid * Program::output_size));
         },
@@ -410,21 +412,21 @@ class trainer {
   void check_features(const dataset& d, const char* role) const {
     d.validate();
     if (d.sample_size() != Program::input_size) {
-      throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has samples of {} values, but the model's "
-                                              "input {} takes {}",
-                                              role, d.name, d.sample_size(),
-                                              to_string(typename Program::model_type::input_shape_type{}),
-                                              Program::input_size));
+      throw std::invalid_argument(
+          fmt::format("kiln::trainer: the {} '{}' has samples of {} values, but the model's "
+                      "input {} takes {}",
+                      role, d.name, d.sample_size(), to_string(typename Program::model_type::input_shape_type{}),
+                      Program::input_size));
     }
   }
   void check(const dataset& d, const char* role) const {
     check_features(d, role);
     if constexpr (std::is_same_v<target_type, std::uint32_t>) {
       if (d.labels.size() != d.size() * Program::targets_per_sample)
-        throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has {} class labels for {} samples; {} "
-                                                "needs {} per sample",
-                                                role, d.name, d.labels.size(), d.size(), Program::loss_type::name(),
-                                                Program::targets_per_sample));
+        throw std::invalid_argument(fmt::format(
+            "kiln::trainer: the {} '{}' has {} class labels for {} samples; {} "
+            "needs {} per sample",
+            role, d.name, d.labels.size(), d.size(), Program::loss_type::name(), Program::targets_per_sample));
     } else {
       if (d.target_size != Program::targets_per_sample || d.targets.size() != d.size() * d.target_size)
         throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has {} targets per sample; {} needs {}",

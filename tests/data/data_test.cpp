@@ -45,8 +45,8 @@ class data : public ::testing::Test {
       gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
       gzclose(f);
     } else {
-      std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                               static_cast<std::streamsize>(bytes.size()));
+      std::ofstream(p, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     }
     return p;
   }
@@ -144,9 +144,9 @@ TEST_F(data, fashion_mnist_checks_dimensions_counts_and_labels) {
                 .find("wrong dimensions: expected (count), found (3, 1)"),
             std::string::npos);
   const auto big = write("big", idx(0x08, {3}, {0, 10, 1}));
-  EXPECT_NE(error_of([&] { kiln::fashion_mnist::load_files(images, big); }, big)
-                .find("label 10 of sample 1 is out of range"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { kiln::fashion_mnist::load_files(images, big); }, big).find("label 10 of sample 1 is out of range"),
+      std::string::npos);
 }
 
 TEST_F(data, fashion_mnist_loads_a_directory_normalizes_and_shuffles) {

@@ -25,19 +25,18 @@ struct case_ {
 };
 
 using cases = ::testing::Types<
-    case_<model<input<5>, dense<4>>, mse>,                                             // dense, bias
-    case_<model<input<5>, dense<4, no_bias>, dense<3>>, mse>,                          // dense, no bias
-    case_<model<input<5>, dense<6>, relu, dense<3>>, softmax_cross_entropy<3>>,        // relu
-    case_<model<input<5>, dense<6>, kiln::tanh, dense<3>>, softmax_cross_entropy<>>,   // tanh
-    case_<model<input<5>, dense<6>, sigmoid, dense<3>>, mse>,                          // sigmoid
+    case_<model<input<5>, dense<4>>, mse>,                                                        // dense, bias
+    case_<model<input<5>, dense<4, no_bias>, dense<3>>, mse>,                                     // dense, no bias
+    case_<model<input<5>, dense<6>, relu, dense<3>>, softmax_cross_entropy<3>>,                   // relu
+    case_<model<input<5>, dense<6>, kiln::tanh, dense<3>>, softmax_cross_entropy<>>,              // tanh
+    case_<model<input<5>, dense<6>, sigmoid, dense<3>>, mse>,                                     // sigmoid
     case_<model<input<2, 3>, flatten, dense<4>, kiln::tanh, dense<3>>, softmax_cross_entropy<>>,  // flatten
     case_<model<input<2, 2, 2>, flatten, dense<7>, relu, dense<5, no_bias>, sigmoid, dense<3>, kiln::tanh>, mse>>;
 
 struct case_names {
   template <class T>
   static std::string GetName(int i) {
-    constexpr const char* names[] = {"dense",   "dense_no_bias", "relu", "tanh", "sigmoid",
-                                     "flatten", "deep_mixed"};
+    constexpr const char* names[] = {"dense", "dense_no_bias", "relu", "tanh", "sigmoid", "flatten", "deep_mixed"};
     return names[i];
   }
 };
@@ -101,7 +100,8 @@ TEST(activations, forward_values) {
     for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(program.output()[i], fn(x[i]), 1e-12) << i;
   };
   check(compile<model<input<9>, relu>, batch<1>, precision<double>, mse>(), [](double v) { return v > 0 ? v : 0; });
-  check(compile<model<input<9>, kiln::tanh>, batch<1>, precision<double>, mse>(), [](double v) { return std::tanh(v); });
+  check(compile<model<input<9>, kiln::tanh>, batch<1>, precision<double>, mse>(),
+        [](double v) { return std::tanh(v); });
   check(compile<model<input<9>, sigmoid>, batch<1>, precision<double>, mse>(),
         [](double v) { return 1 / (1 + std::exp(-v)); });
 }

@@ -37,8 +37,8 @@ int main(int argc, char** argv) {
   if (distributed::is_primary()) {
     std::ofstream(argv[1], std::ios::binary)
         .write(reinterpret_cast<const char*>(params.data()), static_cast<std::streamsize>(params.size_bytes()));
-    std::printf("ranks %d, replicas per rank %zu: wrote %zu parameters\n", distributed::ranks(),
-                decltype(p)::replicas, params.size());
+    std::printf("ranks %d, replicas per rank %zu: wrote %zu parameters\n", distributed::ranks(), decltype(p)::replicas,
+                params.size());
   }
   return 0;
 }

@@ -22,9 +22,9 @@ double reference(double w, double g1, double g2, const sgd& o) {
 }
 
 TEST(sgd, matches_the_reference_recurrence) {
-  for (const sgd& o : {sgd{.lr = 0.1f}, sgd{.lr = 0.1f, .momentum = 0.9f},
-                       sgd{.lr = 0.05f, .momentum = 0.8f, .weight_decay = 0.01f},
-                       sgd{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.1f, .nesterov = true}}) {
+  for (const sgd& o :
+       {sgd{.lr = 0.1f}, sgd{.lr = 0.1f, .momentum = 0.9f}, sgd{.lr = 0.05f, .momentum = 0.8f, .weight_decay = 0.01f},
+        sgd{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.1f, .nesterov = true}}) {
     sgd::state<double> s(3);
     std::vector<double> w{1.0, -2.0, 0.5};
     const std::vector<double> g1{0.3, -0.1, 2.0}, g2{-0.2, 0.4, 1.0};

@@ -31,9 +31,10 @@ std::string describe(const sgd& o) {
 }
 template <bool Decoupled>
 std::string describe(const detail::adam_family<Decoupled>& o) {
-  return fmt::format(R"({{"name":"{}","lr":{:.17g},"beta1":{:.17g},"beta2":{:.17g},"eps":{:.17g},"weight_decay":{:.17g}}})",
-                     Decoupled ? "adamw" : "adam", double{o.lr}, double{o.beta1}, double{o.beta2}, double{o.eps},
-                     double{o.weight_decay});
+  return fmt::format(
+      R"({{"name":"{}","lr":{:.17g},"beta1":{:.17g},"beta2":{:.17g},"eps":{:.17g},"weight_decay":{:.17g}}})",
+      Decoupled ? "adamw" : "adam", double{o.lr}, double{o.beta1}, double{o.beta2}, double{o.eps},
+      double{o.weight_decay});
 }
 
 template <class Model, class Scalar, class Loss, class Opt>
@@ -69,8 +70,8 @@ std::string run_case(const std::string& name, const std::string& layers, const O
     } else {
       targets = fmt::format("{}", fmt::join(t, ","));
     }
-    steps.push_back(fmt::format(R"({{"x":[{:.17g}],"t":[{}],"loss":{:.17g},"grads":{}}})",
-                                fmt::join(p.input(), ","), targets, loss,
+    steps.push_back(fmt::format(R"({{"x":[{:.17g}],"t":[{}],"loss":{:.17g},"grads":{}}})", fmt::join(p.input(), ","),
+                                targets, loss,
                                 tensors<P>(std::span<const Scalar>(p.gradients().data(), p.gradients().size()))));
     state.step(opt, p.parameters(), p.gradients());
   }
@@ -88,9 +89,10 @@ int main() {
   const std::string reg_layers = R"([["flatten"],["dense",4,5,false],["sigmoid"],["dense",5,2,true]])";
   // The seeds' tied chain: dense 32→10, dense 10→32, dense 32→10, no bias, first and third tied.
   struct shared_w;
-  using tied_chain = model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>,
-                           dense<10, no_bias, tied<shared_w>>>;
-  const std::string chain_layers = R"([["dense",32,10,false,"shared_w"],["dense",10,32,false],["dense",32,10,false,"shared_w"]])";
+  using tied_chain =
+      model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
+  const std::string chain_layers =
+      R"([["dense",32,10,false,"shared_w"],["dense",10,32,false],["dense",32,10,false,"shared_w"]])";
   const sgd nesterov{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true};
   const sgd heavy{.lr = 0.05f, .momentum = 0.5f};
   std::vector<std::string> cases{

@@ -19,7 +19,9 @@ static_assert(kiln::ShapeOfRank<shape<1, 2>, 2> && !kiln::ShapeOfRank<shape<1, 2
 
 // Misuses that are not spelled as a whole program are checked inline.
 template <class S>
-concept flattenable = requires { typename kiln::flatten_t<S>; };
+concept flattenable = requires {
+  typename kiln::flatten_t<S>;
+};
 static_assert(!flattenable<int>, "flatten_t takes only shapes");
 static_assert(kiln::Input<kiln::input<784>> && !kiln::Input<shape<784>>);
 static_assert(std::is_same_v<kiln::input<28, 28>::shape_type, shape<28, 28>>);

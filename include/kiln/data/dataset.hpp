@@ -14,9 +14,9 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <functional>
 #include <numeric>
 #include <span>
@@ -30,11 +30,11 @@
 namespace kiln {
 
 struct dataset {
-  std::string name;                        ///< for messages ("fashion-mnist train")
-  std::vector<std::size_t> sample_shape;   ///< e.g. {28, 28}
-  std::vector<float> features;             ///< size() × sample_size()
-  std::vector<std::uint32_t> labels;       ///< classification: labels_per_sample() per sample
-  std::vector<float> targets;              ///< regression: target_size per sample
+  std::string name;                       ///< for messages ("fashion-mnist train")
+  std::vector<std::size_t> sample_shape;  ///< e.g. {28, 28}
+  std::vector<float> features;            ///< size() × sample_size()
+  std::vector<std::uint32_t> labels;      ///< classification: labels_per_sample() per sample
+  std::vector<float> targets;             ///< regression: target_size per sample
   std::size_t target_size = 0;
 
   std::size_t sample_size() const noexcept {
@@ -51,16 +51,16 @@ struct dataset {
   void validate() const {
     const std::size_t s = sample_size();
     if (s == 0 || features.size() % s != 0) {
-      throw std::invalid_argument(
-          fmt::format("kiln::dataset '{}': {} feature values do not divide into samples of {}", name, features.size(), s));
+      throw std::invalid_argument(fmt::format("kiln::dataset '{}': {} feature values do not divide into samples of {}",
+                                              name, features.size(), s));
     }
     if (!labels.empty() && (size() == 0 || labels.size() % size() != 0)) {
       throw std::invalid_argument(
           fmt::format("kiln::dataset '{}': {} labels for {} samples", name, labels.size(), size()));
     }
     if (!targets.empty() && targets.size() != size() * target_size) {
-      throw std::invalid_argument(fmt::format("kiln::dataset '{}': {} target values for {} samples of {} targets",
-                                              name, targets.size(), size(), target_size));
+      throw std::invalid_argument(fmt::format("kiln::dataset '{}': {} target values for {} samples of {} targets", name,
+                                              targets.size(), size(), target_size));
     }
   }
 };

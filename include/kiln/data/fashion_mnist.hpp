@@ -72,8 +72,8 @@ struct fashion_mnist {
     }
     const idx::array labels = idx::read(labels_file);
     if (labels.extents.size() != 1) {
-      throw data_error(labels_file, fmt::format("wrong dimensions: expected (count), found ({})",
-                                                fmt::join(labels.extents, ", ")));
+      throw data_error(labels_file,
+                       fmt::format("wrong dimensions: expected (count), found ({})", fmt::join(labels.extents, ", ")));
     }
     if (labels.extents[0] != images.extents[0]) {
       throw data_error(labels_file, fmt::format("{} labels, but {} has {} images", labels.extents[0],
@@ -90,8 +90,9 @@ struct fashion_mnist {
     d.labels.resize(labels.data.size());
     for (std::size_t i = 0; i < labels.data.size(); ++i) {
       if (labels.data[i] >= classes) {
-        throw data_error(labels_file, fmt::format("label {} of sample {} is out of range (Fashion-MNIST has classes 0-9)",
-                                                  labels.data[i], i));
+        throw data_error(
+            labels_file,
+            fmt::format("label {} of sample {} is out of range (Fashion-MNIST has classes 0-9)", labels.data[i], i));
       }
       d.labels[i] = labels.data[i];
     }

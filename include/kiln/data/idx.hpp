@@ -19,9 +19,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <numeric>
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -91,8 +91,8 @@ inline array read(const std::filesystem::path& file) {
                                        magic[0], magic[1], magic[2], magic[3]));
   }
   if (magic[2] != 0x08) {
-    throw data_error(file, fmt::format("element type 0x{:02x} is not supported (kiln reads unsigned bytes, 0x08)",
-                                       magic[2]));
+    throw data_error(file,
+                     fmt::format("element type 0x{:02x} is not supported (kiln reads unsigned bytes, 0x08)", magic[2]));
   }
   const std::size_t rank = magic[3];
   if (rank == 0) throw data_error(file, "an IDX array of rank 0 holds nothing");
@@ -107,8 +107,8 @@ inline array read(const std::filesystem::path& file) {
   read_exact(a.data.data(), a.data.size(), "data");
   unsigned char extra;
   if (gzread(gz.get(), &extra, 1) > 0) {
-    throw data_error(file, fmt::format("unexpected bytes after the {} bytes of data that the header announces",
-                                       a.data.size()));
+    throw data_error(
+        file, fmt::format("unexpected bytes after the {} bytes of data that the header announces", a.data.size()));
   }
   return a;
 }

@@ -99,7 +99,8 @@ inline std::string load_fortunes(const std::filesystem::path& dir = std::filesys
 /// the token after it. Features hold the token ids as floats.
 inline dataset next_token_dataset(std::span<const std::uint32_t> tokens, std::size_t context, std::size_t stride,
                                   std::string name) {
-  if (context == 0 || stride == 0) throw std::invalid_argument("kiln::next_token_dataset: context and stride must be > 0");
+  if (context == 0 || stride == 0)
+    throw std::invalid_argument("kiln::next_token_dataset: context and stride must be > 0");
   dataset d;
   d.name = std::move(name);
   d.sample_shape = {context};

@@ -52,8 +52,7 @@ class gemm_scratch {
   /// C(m×n, leading dimension ldc) = beta·C + op(A)·op(B), all column-major,
   /// where op(A) is m×k and op(B) is k×n; beta is 0 (overwrite) or 1.
   template <bool TransA, bool TransB>
-  void run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc,
-           bool accumulate) {
+  void run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc, bool accumulate) {
     if (!accumulate) {
       for (index j = 0; j < n; ++j) std::memset(c + j * ldc, 0, sizeof(T) * static_cast<std::size_t>(m));
     }
@@ -64,9 +63,8 @@ class gemm_scratch {
     borrowed_blocking<T> bl(a_.get(), b_.get(), mc, nc, kc);
     constexpr int lhs_order = TransA ? Eigen::RowMajor : Eigen::ColMajor;
     constexpr int rhs_order = TransB ? Eigen::RowMajor : Eigen::ColMajor;
-    Eigen::internal::general_matrix_matrix_product<index, T, lhs_order, false, T, rhs_order, false,
-                                                   Eigen::ColMajor, 1>::run(m, n, k, a, lda, b, ldb, c, 1,
-                                                                            ldc, T(1), bl);
+    Eigen::internal::general_matrix_matrix_product<index, T, lhs_order, false, T, rhs_order, false, Eigen::ColMajor,
+                                                   1>::run(m, n, k, a, lda, b, ldb, c, 1, ldc, T(1), bl);
   }
 
  private:

@@ -63,7 +63,7 @@ struct parameter_layout {
   static constexpr bool contains = index_of<Tag>() < sizeof...(P);
 
   template <class Tag>
-    requires contains<Tag>
+  requires contains<Tag>
   static constexpr std::size_t offset = offsets[index_of<Tag>()];
 };
 

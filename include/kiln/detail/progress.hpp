@@ -14,7 +14,8 @@ namespace kiln::detail {
 
 inline std::string format_duration(double seconds) {
   const auto s = static_cast<long long>(seconds + 0.5);
-  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{}:{:02}", s / 60, s % 60);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+                   : fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
 /// A progress bar redrawn in place on a terminal, or nothing between the

@@ -28,9 +28,9 @@
 #include <string>
 #include <type_traits>
 
+#include <fmt/format.h>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
-#include <fmt/format.h>
 
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
@@ -111,9 +111,10 @@ struct embedding {
     template <class T>
     static std::size_t checked_id(T v, std::size_t r) {
       if (!(v >= T(0) && v < T(Vocab) && v == std::floor(v))) {
-        throw std::out_of_range(fmt::format("kiln::{} (layer {}): token {} at position {} of sample {} of the batch "
-                                            "is not a token id in [0, {})",
-                                            name(), Position, v, r % length, r / length, Vocab));
+        throw std::out_of_range(
+            fmt::format("kiln::{} (layer {}): token {} at position {} of sample {} of the batch "
+                        "is not a token id in [0, {})",
+                        name(), Position, v, r % length, r / length, Vocab));
       }
       return static_cast<std::size_t>(v);
     }

@@ -62,10 +62,12 @@ struct unembed {
   struct bind {
     static constexpr bool found =
         diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>;
-    static_assert(diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>,
-                  "kiln::unembed<tied<Tag>>: no embedding<Vocab, Dim, tied<Tag>> in this model declares Tag");
+    static_assert(
+        diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>,
+        "kiln::unembed<tied<Tag>>: no embedding<Vocab, Dim, tied<Tag>> in this model declares Tag");
     // (a stand-in shape when not found, so that the error above comes alone)
-    using table_shape = typename detail::declared_shape_or<found, tag, Declared, shape<1, In::extent(In::rank - 1)>>::type;
+    using table_shape =
+        typename detail::declared_shape_or<found, tag, Declared, shape<1, In::extent(In::rank - 1)>>::type;
     static constexpr std::size_t vocab = table_shape::extent(0), dim = table_shape::extent(1);
     static_assert(
         diagnostics::unembed_input_width_must_equal_the_embedding_dim<layer_at<Position, unembed>, In, table_shape>,
@@ -97,7 +99,8 @@ struct unembed {
     static void backward(const Ctx& c) {
       constexpr std::size_t n = rows * Ctx::batch;
       c.gemm->template run<false, true>(dim, vocab, n, c.x, dim, c.dy, vocab, c.template grad<tag>(), dim, true);
-      if (c.dx) c.gemm->template run<false, false>(dim, n, vocab, c.template param<tag>(), dim, c.dy, vocab, c.dx, dim, false);
+      if (c.dx)
+        c.gemm->template run<false, false>(dim, n, vocab, c.template param<tag>(), dim, c.dy, vocab, c.dx, dim, false);
     }
   };
 };

@@ -36,7 +36,8 @@ struct sgd {
   bool nesterov = false;
 
   void validate() const {
-    if (!(lr > 0) || !std::isfinite(lr)) throw std::invalid_argument(fmt::format("kiln::sgd: lr must be > 0, got {}", lr));
+    if (!(lr > 0) || !std::isfinite(lr))
+      throw std::invalid_argument(fmt::format("kiln::sgd: lr must be > 0, got {}", lr));
     if (!(momentum >= 0 && momentum < 1))
       throw std::invalid_argument(fmt::format("kiln::sgd: momentum must be in [0, 1), got {}", momentum));
     if (!(weight_decay >= 0))
