@@ -399,7 +399,7 @@ class program {
     detail::gemm_scratch<T> scratch;
   };
   static constexpr std::size_t replica_elements =
-      layout::buffer_size + plan::activation_elements + plan::gradient_elements;
+      layout::buffer_size + plan::activation_elements + plan::gradient_elements + plan::scratch_elements;
 
   explicit program(std::nullptr_t)
       : params_(detail::make_aligned<T>(layout::buffer_size)),
@@ -521,6 +521,7 @@ class program {
     c.w = params_.get();
     c.dw = gradient_of(r);
     c.gemm = &replicas_[r].scratch;
+    c.scratch = grad_slot(r, 2);  // after the two gradient slots
     return c;
   }
 

@@ -20,9 +20,11 @@
 #include <kiln/format.hpp>
 #include <kiln/input.hpp>
 #include <kiln/layer.hpp>
+#include <kiln/layers/conv2d.hpp>
 #include <kiln/layers/dense.hpp>
 #include <kiln/layers/embedding.hpp>
 #include <kiln/layers/flatten.hpp>
+#include <kiln/layers/pool.hpp>
 #include <kiln/layers/relu.hpp>
 #include <kiln/layers/sigmoid.hpp>
 #include <kiln/layers/tanh.hpp>

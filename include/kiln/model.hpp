@@ -280,12 +280,24 @@ struct model {
       return detail::round_up(m * B, alignment);
     }();
     static constexpr std::size_t gradient_elements = 2 * gradient_slot_elements;
+    /// Working memory a layer borrows during its forward or backward (a
+    /// convolution's unfolded input): the largest any layer asks for, shared
+    /// since layers run one after another.
+    static constexpr std::size_t scratch_elements = [] {
+      std::size_t m = 0;
+      boost::hana::for_each(layers, [&](auto t) {
+        using L = typename decltype(t)::type;
+        if constexpr (requires { L::template workspace<B>; }) m = std::max(m, L::template workspace<B>);
+      });
+      return detail::round_up(m, alignment);
+    }();
+    static constexpr std::size_t scratch_bytes = scratch_elements * sizeof(T);
 
     static constexpr std::size_t activation_bytes = activation_elements * sizeof(T);
     static constexpr std::size_t gradient_bytes = gradient_elements * sizeof(T);
     static constexpr std::size_t parameter_bytes = parameters::buffer_size * sizeof(T);
-    /// Parameters, their gradients, activations and activation gradients.
-    static constexpr std::size_t total_bytes = 2 * parameter_bytes + activation_bytes + gradient_bytes;
+    /// Parameters, their gradients, activations, activation gradients and scratch.
+    static constexpr std::size_t total_bytes = 2 * parameter_bytes + activation_bytes + gradient_bytes + scratch_bytes;
   };
 
   /// The model as a table: one row per layer with its shapes, the

@@ -76,8 +76,9 @@ std::string run_case(const std::string& name, const std::string& layers, const O
     state.step(opt, p.parameters(), p.gradients());
   }
   return fmt::format(
-      R"({{"name":"{}","dtype":"{}","loss":"{}","layers":{},"optimizer":{},"initial":{},"steps":[{}],"final":{}}})",
-      name, std::is_same_v<Scalar, double> ? "float64" : "float32", Loss::name(), layers, describe(opt), initial,
+      R"({{"name":"{}","dtype":"{}","loss":"{}","input_shape":[{}],"layers":{},"optimizer":{},"initial":{},"steps":[{}],"final":{}}})",
+      name, std::is_same_v<Scalar, double> ? "float64" : "float32", Loss::name(),
+      fmt::join(Model::input_shape_type::extents, ","), layers, describe(opt), initial,
       fmt::join(steps, ","), tensors<P>(p.parameters()));
 }
 }  // namespace
@@ -93,6 +94,11 @@ int main() {
       model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
   const std::string chain_layers =
       R"([["dense",32,10,false,"shared_w"],["dense",10,32,false],["dense",32,10,false,"shared_w"]])";
+  using cnn = model<input<2, 6, 6>, conv2d<3, 3, 1, 1>, relu, max_pool<2>, conv2d<4, 2>, kiln::tanh, avg_pool<2>,
+                    flatten, dense<3>>;
+  const std::string cnn_layers =
+      R"([["conv2d",2,3,3,1,1],["relu"],["max_pool",2,2],["conv2d",3,4,2,1,0],["tanh"],["avg_pool",2,2],)"
+      R"(["flatten"],["dense",4,3,true]])";
   const sgd nesterov{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true};
   const sgd heavy{.lr = 0.05f, .momentum = 0.5f};
   std::vector<std::string> cases{
@@ -107,6 +113,8 @@ int main() {
       run_case<mlp, double, softmax_cross_entropy<>>("mlp_ce_f64_adamw", mlp_layers,
                                                      adamw{.lr = 0.01f, .beta1 = 0.8f, .weight_decay = 0.1f}, 8),
       run_case<reg, float, mse>("reg_mse_f32_adamw", reg_layers, adamw{.lr = 0.005f}, 9),
+      run_case<cnn, double, softmax_cross_entropy<>>("cnn_ce_f64_nesterov", cnn_layers, nesterov, 10),
+      run_case<cnn, float, softmax_cross_entropy<>>("cnn_ce_f32_adam", cnn_layers, adam{.lr = 0.01f}, 11),
   };
   fmt::print("{{\"cases\":[{}]}}\n", fmt::join(cases, ","));
 }

@@ -39,6 +39,12 @@ def build(layers, dtype):
             mods.append(torch.nn.Sigmoid())
         elif kind == "flatten":
             mods.append(torch.nn.Flatten())
+        elif kind == "conv2d":
+            mods.append(torch.nn.Conv2d(layer[1], layer[2], layer[3], stride=layer[4], padding=layer[5]))
+        elif kind == "max_pool":
+            mods.append(torch.nn.MaxPool2d(layer[1], layer[2]))
+        elif kind == "avg_pool":
+            mods.append(torch.nn.AvgPool2d(layer[1], layer[2]))
         else:
             raise ValueError(kind)
     return torch.nn.Sequential(*mods).to(dtype)
@@ -80,10 +86,8 @@ def main():
             kind = torch.optim.Adam if o["name"] == "adam" else torch.optim.AdamW
             opt = kind(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                        weight_decay=o["weight_decay"])
-        in_features = net[0].in_features if isinstance(net[0], torch.nn.Linear) else None
         for k, step in enumerate(case["steps"]):
-            x = torch.tensor(step["x"], dtype=dtype)
-            x = x.reshape(4, -1) if in_features else x.reshape(4, 2, 2)
+            x = torch.tensor(step["x"], dtype=dtype).reshape([4] + case["input_shape"])
             opt.zero_grad()
             y = net(x)
             if case["loss"].startswith("softmax_cross_entropy"):

@@ -1,0 +1,204 @@
+// kiln/layers/conv2d.hpp — 2-d convolution (cross-correlation, as PyTorch's Conv2d).
+//
+// WHAT IT COMPUTES
+//   y[f, i, j] = b[f] + Σ_c Σ_u Σ_v W[f, c, u, v] · x[c, i·S + u − P, j·S + v − P]
+//   (zero outside the input), for Filters filters of Kernel × Kernel, stride
+//   S and zero padding P on every side. `conv2d<F, K, 1, same>` keeps the
+//   height and width (P = (K − 1)/2, odd K).
+//
+// MEMORY LAYOUT
+//   Samples are channels × height × width, row-major (PyTorch's NCHW, one
+//   sample at a time): input shape<C, H, W>; for a one-channel image write
+//   input<1, 28, 28>. The weight is row-major [F, C, K, K]
+//   (nn.Conv2d.weight), the bias [F].
+//
+// SHAPE CONTRACT
+//   input shape<C, H, W> → output shape<F, (H + 2P − K)/S + 1, (W + 2P − K)/S + 1>
+//   parameters: weight shape<F, C, K, K> (He before relu, Glorot otherwise),
+//               bias shape<F> (zeros).
+//
+// REQUIREMENTS
+//   F, K, S ≥ 1; the input is rank 3; K ≤ H + 2P and K ≤ W + 2P; `same`
+//   needs an odd K and S = 1.
+//
+// COST
+//   Per sample: unfold the input (im2col, C·K·K × Ho·Wo scalars of the
+//   program's scratch) and one GEMM of Ho·Wo × F × C·K·K through Eigen's
+//   kernel; backward unfolds again and runs two GEMMs plus the fold-back
+//   (col2im). No allocation.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+#include <fmt/format.h>
+
+#include <kiln/detail/layer_context.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+
+namespace kiln {
+
+/// conv2d padding that keeps height and width (odd kernels, stride 1).
+/// (Diagnostics print it as the Padding argument -1.)
+inline constexpr int same = -1;
+
+namespace diagnostics {
+template <class LayerAt, class InputShape>
+inline constexpr bool conv2d_input_must_be_channels_height_width = InputShape::rank == 3;
+template <class LayerAt, class InputShape, std::size_t Kernel, std::size_t Padding>
+inline constexpr bool conv2d_kernel_must_fit_the_padded_input = [] {
+  if constexpr (InputShape::rank != 3) {
+    return true;  // reported above
+  } else {
+    return Kernel <= InputShape::extent(1) + 2 * Padding && Kernel <= InputShape::extent(2) + 2 * Padding;
+  }
+}();
+template <std::size_t Filters, std::size_t Kernel, std::size_t Stride>
+inline constexpr bool conv2d_filters_kernel_and_stride_must_be_at_least_1 = Filters > 0 && Kernel > 0 && Stride > 0;
+template <std::size_t Kernel, std::size_t Stride>
+inline constexpr bool conv2d_same_padding_needs_an_odd_kernel_and_stride_1 = Kernel % 2 == 1 && Stride == 1;
+}  // namespace diagnostics
+
+template <std::size_t Filters, std::size_t Kernel, std::size_t Stride = 1, int Padding = 0>
+struct conv2d {
+  static_assert(diagnostics::conv2d_filters_kernel_and_stride_must_be_at_least_1<Filters, Kernel, Stride>,
+                "kiln::conv2d<Filters, Kernel, Stride, Padding>: Filters, Kernel and Stride must be at least 1");
+  static_assert(Padding != same || diagnostics::conv2d_same_padding_needs_an_odd_kernel_and_stride_1<Kernel, Stride>,
+                "kiln::conv2d: `same` padding needs an odd Kernel and Stride 1");
+  static_assert(Padding >= same, "kiln::conv2d: Padding is a count of pixels (>= 0) or kiln::same");
+
+  using kiln_layer = void;
+  static constexpr std::size_t pad = Padding == same ? (Kernel - 1) / 2 : static_cast<std::size_t>(Padding);
+
+  static std::string name() {
+    return Padding == same ? fmt::format("conv2d<{}, {}, {}, same>", Filters, Kernel, Stride)
+                           : fmt::format("conv2d<{}, {}, {}, {}>", Filters, Kernel, Stride, Padding);
+  }
+
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind {
+    static_assert(diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In>,
+                  "kiln::conv2d: the input must be channels × height × width (rank 3); a one-channel image is "
+                  "input<1, H, W>");
+    static_assert(diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, Kernel, pad>,
+                  "kiln::conv2d: the kernel is larger than the padded input");
+
+    static constexpr bool fits =
+        In::rank == 3 && diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, Kernel, pad>;
+    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : Kernel, W = fits ? In::extent(2) : Kernel;
+    // (a stand-in size when the input does not fit, so that the error above comes alone)
+    static constexpr std::size_t Ho = (H + 2 * pad - Kernel) / Stride + 1, Wo = (W + 2 * pad - Kernel) / Stride + 1;
+    static constexpr std::size_t F = Filters, CKK = C * Kernel * Kernel, P = Ho * Wo;
+
+    using spec = conv2d;
+    using input_shape = In;
+    using output_shape = shape<F, Ho, Wo>;
+    static constexpr std::size_t position = Position;
+    static constexpr bool is_view = false;
+
+    using weight_tag = detail::auto_tag<Position, 0>;
+    using bias_tag = detail::auto_tag<Position, 1>;
+    static constexpr auto parameters =
+        boost::hana::tuple_t<param<weight_tag, shape<F, C, Kernel, Kernel>, init::automatic>,
+                             param<bias_tag, shape<F>, init::zeros>>;
+
+    /// The unfolded input and, in backward, its gradient.
+    template <std::size_t B>
+    static constexpr std::size_t workspace = 2 * CKK * P;
+
+    template <std::size_t B, class T>
+    static void reserve(detail::gemm_scratch<T>& g) {
+      g.reserve(P, F, CKK);
+      g.reserve(CKK, P, F);
+      g.reserve(CKK, F, P);
+    }
+
+    // The unfolded input is column-major CKK × P: column p holds the patch
+    // under output pixel p. The weight is the column-major CKK × F matrix
+    // Wc; a sample's output, row-major [F, P], is the column-major P × F
+    // matrix Yᵀ = colsᵀ · Wc.
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      T* cols = c.scratch;
+      const T* w = c.template param<weight_tag>();
+      const T* b = c.template param<bias_tag>();
+      for (std::size_t s = 0; s < Ctx::batch; ++s) {
+        T* y = c.y + s * F * P;
+        im2col(c.x + s * C * H * W, cols);
+        for (std::size_t f = 0; f < F; ++f) std::fill_n(y + f * P, P, b[f]);
+        c.gemm->template run<true, false>(P, F, CKK, cols, CKK, w, CKK, y, P, true);
+      }
+    }
+
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      T* cols = c.scratch;
+      T* dcols = c.scratch + CKK * P;
+      const T* w = c.template param<weight_tag>();
+      T* dw = c.template grad<weight_tag>();
+      T* db = c.template grad<bias_tag>();
+      for (std::size_t s = 0; s < Ctx::batch; ++s) {
+        const T* dy = c.dy + s * F * P;
+        im2col(c.x + s * C * H * W, cols);
+        c.gemm->template run<false, false>(CKK, F, P, cols, CKK, dy, P, dw, CKK, true);  // dWc += cols · dYᵀᵀ
+        for (std::size_t f = 0; f < F; ++f) {
+          T sum = 0;
+          for (std::size_t p = 0; p < P; ++p) sum += dy[f * P + p];
+          db[f] += sum;
+        }
+        if (c.dx) {
+          c.gemm->template run<false, true>(CKK, P, F, w, CKK, dy, P, dcols, CKK, false);  // dcols = Wc · dY
+          col2im(dcols, c.dx + s * C * H * W);
+        }
+      }
+    }
+
+   private:
+    template <class T>
+    static void im2col(const T* x, T* cols) {
+      for (std::size_t i = 0; i < Ho; ++i)
+        for (std::size_t j = 0; j < Wo; ++j) {
+          T* col = cols + (i * Wo + j) * CKK;
+          for (std::size_t ch = 0; ch < C; ++ch)
+            for (std::size_t u = 0; u < Kernel; ++u) {
+              const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
+              for (std::size_t v = 0; v < Kernel; ++v) {
+                const std::ptrdiff_t q =
+                    static_cast<std::ptrdiff_t>(j * Stride + v) - static_cast<std::ptrdiff_t>(pad);
+                const bool inside = r >= 0 && r < static_cast<std::ptrdiff_t>(H) && q >= 0 &&
+                                    q < static_cast<std::ptrdiff_t>(W);
+                *col++ = inside ? x[(ch * H + static_cast<std::size_t>(r)) * W + static_cast<std::size_t>(q)] : T(0);
+              }
+            }
+        }
+    }
+    template <class T>
+    static void col2im(const T* dcols, T* dx) {
+      std::fill_n(dx, C * H * W, T(0));
+      for (std::size_t i = 0; i < Ho; ++i)
+        for (std::size_t j = 0; j < Wo; ++j) {
+          const T* col = dcols + (i * Wo + j) * CKK;
+          for (std::size_t ch = 0; ch < C; ++ch)
+            for (std::size_t u = 0; u < Kernel; ++u) {
+              const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
+              for (std::size_t v = 0; v < Kernel; ++v, ++col) {
+                const std::ptrdiff_t q =
+                    static_cast<std::ptrdiff_t>(j * Stride + v) - static_cast<std::ptrdiff_t>(pad);
+                if (r >= 0 && r < static_cast<std::ptrdiff_t>(H) && q >= 0 && q < static_cast<std::ptrdiff_t>(W))
+                  dx[(ch * H + static_cast<std::size_t>(r)) * W + static_cast<std::size_t>(q)] += *col;
+              }
+            }
+        }
+    }
+  };
+};
+
+}  // namespace kiln

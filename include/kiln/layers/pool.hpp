@@ -1,0 +1,138 @@
+// kiln/layers/pool.hpp — max and average pooling over height and width.
+//
+// WHAT THEY COMPUTE
+//   max_pool<K, S>: y[c, i, j] = max over the K × K window at (i·S, j·S);
+//                   backward sends the gradient to the window's first
+//                   maximum (recomputed from x and y).
+//   avg_pool<K, S>: the window's mean; backward spreads it evenly.
+//   S defaults to K (non-overlapping windows); there is no padding, and a
+//   window that would cross the edge is not formed (floor, as PyTorch).
+//
+// SHAPE CONTRACT   input shape<C, H, W> → output shape<C, (H − K)/S + 1, (W − K)/S + 1>;
+//                  no parameters. Layout as kiln/layers/conv2d.hpp.
+// REQUIREMENTS     K, S ≥ 1; the input is rank 3 and at least K × K.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cstddef>
+#include <string>
+
+#include <boost/hana/tuple.hpp>
+#include <fmt/format.h>
+
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+
+namespace kiln {
+
+namespace diagnostics {
+template <class LayerAt, class InputShape>
+inline constexpr bool pooling_input_must_be_channels_height_width = InputShape::rank == 3;
+template <class LayerAt, class InputShape, std::size_t Window>
+inline constexpr bool pooling_window_must_fit_the_input = [] {
+  if constexpr (InputShape::rank != 3) {
+    return true;
+  } else {
+    return Window <= InputShape::extent(1) && Window <= InputShape::extent(2);
+  }
+}();
+template <std::size_t Window, std::size_t Stride>
+inline constexpr bool pooling_window_and_stride_must_be_at_least_1 = Window > 0 && Stride > 0;
+}  // namespace diagnostics
+
+namespace detail {
+template <class Spec, std::size_t Window, std::size_t Stride, bool Max>
+struct pool_layer {
+  static_assert(diagnostics::pooling_window_and_stride_must_be_at_least_1<Window, Stride>,
+                "kiln::max_pool / avg_pool<Window, Stride>: Window and Stride must be at least 1");
+  using kiln_layer = void;
+
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind {
+    static_assert(diagnostics::pooling_input_must_be_channels_height_width<layer_at<Position, Spec>, In>,
+                  "kiln::max_pool / avg_pool: the input must be channels × height × width (rank 3)");
+    static_assert(diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, Window>,
+                  "kiln::max_pool / avg_pool: the window is larger than the input");
+    static constexpr bool fits =
+        In::rank == 3 && diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, Window>;
+    // (a stand-in size when the input does not fit, so that the error above comes alone)
+    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : Window, W = fits ? In::extent(2) : Window;
+    static constexpr std::size_t Ho = (H - Window) / Stride + 1, Wo = (W - Window) / Stride + 1;
+
+    using spec = Spec;
+    using input_shape = In;
+    using output_shape = shape<C, Ho, Wo>;
+    static constexpr std::size_t position = Position;
+    static constexpr bool is_view = false;
+    static constexpr auto parameters = boost::hana::tuple_t<>;
+
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      for (std::size_t plane = 0; plane < Ctx::batch * C; ++plane) {
+        const T* x = c.x + plane * H * W;
+        T* y = c.y + plane * Ho * Wo;
+        for (std::size_t i = 0; i < Ho; ++i)
+          for (std::size_t j = 0; j < Wo; ++j) {
+            const T* corner = x + i * Stride * W + j * Stride;
+            T acc = Max ? corner[0] : T(0);
+            for (std::size_t u = 0; u < Window; ++u)
+              for (std::size_t v = 0; v < Window; ++v) {
+                const T value = corner[u * W + v];
+                if constexpr (Max) {
+                  acc = value > acc ? value : acc;
+                } else {
+                  acc += value;
+                }
+              }
+            y[i * Wo + j] = Max ? acc : acc / T(Window * Window);
+          }
+      }
+    }
+
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      if (!c.dx) return;
+      for (std::size_t plane = 0; plane < Ctx::batch * C; ++plane) {
+        const T* x = c.x + plane * H * W;
+        const T* y = c.y + plane * Ho * Wo;
+        const T* dy = c.dy + plane * Ho * Wo;
+        T* dx = c.dx + plane * H * W;
+        std::fill_n(dx, H * W, T(0));
+        for (std::size_t i = 0; i < Ho; ++i)
+          for (std::size_t j = 0; j < Wo; ++j) {
+            const std::size_t corner = i * Stride * W + j * Stride;
+            const T g = dy[i * Wo + j];
+            if constexpr (Max) {
+              bool sent = false;
+              for (std::size_t u = 0; u < Window && !sent; ++u)
+                for (std::size_t v = 0; v < Window && !sent; ++v)
+                  if (x[corner + u * W + v] == y[i * Wo + j]) {
+                    dx[corner + u * W + v] += g;
+                    sent = true;
+                  }
+            } else {
+              const T share = g / T(Window * Window);
+              for (std::size_t u = 0; u < Window; ++u)
+                for (std::size_t v = 0; v < Window; ++v) dx[corner + u * W + v] += share;
+            }
+          }
+      }
+    }
+  };
+};
+}  // namespace detail
+
+template <std::size_t Window, std::size_t Stride = Window>
+struct max_pool : detail::pool_layer<max_pool<Window, Stride>, Window, Stride, true> {
+  static std::string name() { return fmt::format("max_pool<{}, {}>", Window, Stride); }
+};
+
+template <std::size_t Window, std::size_t Stride = Window>
+struct avg_pool : detail::pool_layer<avg_pool<Window, Stride>, Window, Stride, false> {
+  static std::string name() { return fmt::format("avg_pool<{}, {}>", Window, Stride); }
+};
+
+}  // namespace kiln

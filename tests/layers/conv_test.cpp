@@ -1,0 +1,97 @@
+// conv2d, max_pool and avg_pool: finite differences in double, forward values
+// against a direct loop, and their compile-time shapes. (PyTorch comparison:
+// reference/torch_optimizer_steps.py, the cnn cases.)
+#include <kiln/compile.hpp>
+#include <kiln/layers/conv2d.hpp>
+#include <kiln/layers/dense.hpp>
+#include <kiln/layers/flatten.hpp>
+#include <kiln/layers/pool.hpp>
+#include <kiln/layers/relu.hpp>
+#include <kiln/layers/tanh.hpp>
+#include <kiln/losses/mse.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <type_traits>
+
+#include "../support/gradient_check.hpp"
+
+namespace {
+using namespace kiln;
+
+static_assert(std::is_same_v<conv2d<16, 5, 1, same>::bind<shape<1, 28, 28>, 1>::output_shape, shape<16, 28, 28>>);
+static_assert(std::is_same_v<conv2d<8, 3, 2, 1>::bind<shape<3, 9, 9>, 1>::output_shape, shape<8, 5, 5>>);
+static_assert(std::is_same_v<conv2d<4, 3>::bind<shape<2, 5, 7>, 1>::output_shape, shape<4, 3, 5>>);
+static_assert(std::is_same_v<max_pool<2>::bind<shape<16, 28, 28>, 1>::output_shape, shape<16, 14, 14>>);
+static_assert(std::is_same_v<avg_pool<3, 2>::bind<shape<2, 7, 8>, 1>::output_shape, shape<2, 3, 3>>);
+using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, relu, max_pool<2>, conv2d<32, 5, 1, same>, relu,
+                  max_pool<2>, flatten, dense<10>>;
+static_assert(cnn::parameter_count == (16 * 25 + 16) + (32 * 16 * 25 + 32) + (32 * 7 * 7 * 10 + 10));
+
+template <class M, class L>
+struct case_ {
+  using model = M;
+  using loss = L;
+};
+using cases = ::testing::Types<
+    case_<model<input<2, 5, 6>, conv2d<3, 3>>, mse>,                                   // valid padding
+    case_<model<input<2, 5, 5>, conv2d<3, 3, 1, same>, kiln::tanh, flatten, dense<4>>, mse>,  // same padding
+    case_<model<input<1, 7, 6>, conv2d<2, 3, 2, 1>, relu, conv2d<2, 2>>, mse>,          // stride 2, pad 1, stacked
+    case_<model<input<2, 6, 6>, conv2d<3, 3, 1, 1>, max_pool<2>, flatten, dense<3>>, softmax_cross_entropy<>>,
+    case_<model<input<2, 7, 7>, conv2d<2, 2>, avg_pool<3, 2>, flatten, dense<3>>, softmax_cross_entropy<>>>;
+struct case_names {
+  template <class T>
+  static std::string GetName(int i) {
+    constexpr const char* names[] = {"conv_valid", "conv_same", "conv_stride_pad", "max_pool", "avg_pool"};
+    return names[i];
+  }
+};
+
+template <class C>
+class conv_gradient : public ::testing::Test {};
+TYPED_TEST_SUITE(conv_gradient, cases, case_names);
+
+TYPED_TEST(conv_gradient, matches_finite_differences) {
+  auto p = compile<typename TypeParam::model, batch<2>, precision<double>, typename TypeParam::loss>(3);
+  rng g(8);
+  for (auto& w : p.parameters()) w += 0.1 * g.uniform(-1, 1);
+  const auto t = kiln::testing::random_batch(p, 4);
+  kiln::testing::expect_gradients_match_finite_differences(p, t, 2, 1e-6, 2e-6);
+}
+
+// The input gradient too: a conv layer after another one receives it.
+TEST(conv2d, forward_matches_the_definition) {
+  using net = model<input<2, 4, 5>, conv2d<3, 3, 2, 1>>;
+  auto p = compile<net, batch<1>, precision<double>, mse>(1);
+  rng g(2);
+  for (auto& w : p.parameters()) w = g.uniform(-1, 1);
+  for (auto& x : p.input()) x = g.uniform(-1, 1);
+  p.forward();
+  const auto W = p.layer_parameter<1, 0>(), b = p.layer_parameter<1, 1>();
+  const auto x = p.input();
+  for (std::size_t f = 0; f < 3; ++f)
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 3; ++j) {
+        double acc = b[f];
+        for (std::size_t c = 0; c < 2; ++c)
+          for (std::size_t u = 0; u < 3; ++u)
+            for (std::size_t v = 0; v < 3; ++v) {
+              const long r = long(i * 2 + u) - 1, q = long(j * 2 + v) - 1;
+              if (r >= 0 && r < 4 && q >= 0 && q < 5) acc += W[((f * 2 + c) * 3 + u) * 3 + v] * x[(c * 4 + r) * 5 + q];
+            }
+        EXPECT_NEAR(p.output()[(f * 2 + i) * 3 + j], acc, 1e-12);
+      }
+}
+
+TEST(pooling, forward_values) {
+  auto mp = compile<model<input<1, 4, 4>, max_pool<2>>, batch<1>, precision<double>, mse>();
+  auto ap = compile<model<input<1, 4, 4>, avg_pool<2>>, batch<1>, precision<double>, mse>();
+  for (std::size_t i = 0; i < 16; ++i) mp.input()[i] = ap.input()[i] = double((i * 7) % 16);
+  mp.forward();
+  ap.forward();
+  // windows {0,7,12,3}, {14,5,10,1}, {8,15,4,11}, {6,13,2,9}
+  EXPECT_EQ(std::vector<double>(mp.output().begin(), mp.output().end()), (std::vector<double>{12, 14, 15, 13}));
+  EXPECT_EQ(std::vector<double>(ap.output().begin(), ap.output().end()), (std::vector<double>{5.5, 7.5, 9.5, 7.5}));
+}
+}  // namespace
