@@ -224,3 +224,40 @@ TEST_F(checkpoint, the_optimizer_must_match) {
   EXPECT_THROW(t.load(dir_ / "bare.kiln"), checkpoint_error);
 }
 }  // namespace
+
+namespace {
+TEST_F(checkpoint, rotation_only_removes_what_this_trainer_wrote) {
+  for (const char* stale : {"epoch-0010.kiln", "epoch-0011.kiln"}) std::ofstream(dir_ / stale) << "old run";
+  auto p = compile<mlp, batch<8>>(1);
+  trainer t{p, sgd{.lr = 0.05f}};
+  t.fit(blobs(64, 1), epochs{3}, {.progress = progress_mode::none, .checkpoint_dir = dir_, .keep_checkpoints = 2});
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"epoch-0002.kiln", "epoch-0003.kiln", "epoch-0010.kiln",
+                                             "epoch-0011.kiln"}));
+}
+
+TEST_F(checkpoint, a_continued_run_appends_to_the_metrics_log) {
+  auto p = compile<mlp, batch<8>>(1);
+  trainer t{p, sgd{.lr = 0.05f}};
+  const auto log = dir_ / "m.jsonl";
+  t.fit(blobs(64, 1), epochs{2}, {.progress = progress_mode::none, .metrics_log = log});
+  t.fit(blobs(64, 1), epochs{1}, {.progress = progress_mode::none, .metrics_log = log});
+  std::ifstream in(log);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2].rfind("{\"epoch\":3,", 0), 0u) << lines[2];
+}
+
+TEST_F(checkpoint, a_moved_from_program_takes_a_copy) {
+  auto a = compile<mlp, batch<8>>(1);
+  auto b = compile<mlp, batch<8>>(2);
+  auto c = std::move(a);
+  a = b;  // a was moved from
+  EXPECT_EQ(copy_of(a), copy_of(b));
+  a.forward();
+}
+}  // namespace

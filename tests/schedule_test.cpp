@@ -99,22 +99,48 @@ TEST(trainer_schedule, clipping_bounds_the_update) {
   EXPECT_NEAR(std::sqrt(moved), 0.01, 1e-5);
 }
 
-TEST(trainer_schedule, callbacks_run_and_stop_ends_fit) {
+TEST(trainer_schedule, callbacks_run_and_stop_ends_fit_part_way_through_an_epoch) {
+  const dataset d = blobs(64, 6);  // 8 steps an epoch
   auto p = compile<net, batch<8>>(1);
-  trainer t{p, sgd{.lr = 0.05f}};
+  trainer t{p, sgd{.lr = 0.05f, .momentum = 0.9f}};
   std::size_t steps = 0, epochs_seen = 0;
-  const auto h = t.fit(blobs(64, 6), epochs{3},
-                       {.progress = progress_mode::none,
-                        .on_step_end =
-                            [&](const step_report& r) {
-                              ++steps;
-                              if (r.step == 11) t.stop();
-                            },
-                        .on_epoch_end = [&](const epoch_metrics&) { ++epochs_seen; }});
+  fit_options o{.progress = progress_mode::none,
+                .on_step_end =
+                    [&](const step_report& r) {
+                      ++steps;
+                      if (r.step == 11) t.stop();
+                    },
+                .on_epoch_end = [&](const epoch_metrics&) { ++epochs_seen; }};
+  const auto h = t.fit(d, epochs{3}, o);
   EXPECT_EQ(steps, 11u);
-  EXPECT_EQ(epochs_seen, 2u);  // epoch 2 ended early, its metrics still reported
-  EXPECT_EQ(h.epochs.back().steps, 3u);
+  EXPECT_EQ(epochs_seen, 1u);  // epoch 2 is not finished
+  EXPECT_EQ(h.epochs.size(), 1u);
+  EXPECT_EQ(t.epochs_done(), 1u);
   EXPECT_EQ(t.steps_done(), 11u);
+  // The next fit finishes epoch 2 (5 steps left), then runs epoch 3: the same
+  // as an uninterrupted run of 3 epochs.
+  o.on_step_end = nullptr;
+  o.on_epoch_end = nullptr;
+  const auto rest = t.fit(d, epochs{2}, o);
+  ASSERT_EQ(rest.epochs.size(), 2u);
+  EXPECT_EQ(rest.epochs[0].epoch, 2u);
+  EXPECT_EQ(rest.epochs[0].steps, 5u);
+  auto q = compile<net, batch<8>>(1);
+  trainer u{q, sgd{.lr = 0.05f, .momentum = 0.9f}};
+  u.fit(d, epochs{3}, o);
+  EXPECT_EQ(0, std::memcmp(p.parameters().data(), q.parameters().data(), p.parameters().size_bytes()));
+}
+
+TEST(trainer_schedule, the_base_rate_is_what_schedules_multiply) {
+  auto p = compile<net, batch<8>>(1);
+  trainer t{p, sgd{.lr = 0.1f}};
+  EXPECT_DOUBLE_EQ(t.base_lr(), double{0.1f});
+  t.set_base_lr(0.01);
+  std::vector<double> rates;
+  t.fit(blobs(16, 1), epochs{1},
+        {.progress = progress_mode::none, .on_step_end = [&](const step_report& r) { rates.push_back(r.lr); }});
+  EXPECT_FLOAT_EQ(static_cast<float>(rates.front()), 0.01f);
+  EXPECT_THROW(t.set_base_lr(0), std::invalid_argument);
 }
 
 // Adam, a schedule and a plateau resume bit for bit from a checkpoint.

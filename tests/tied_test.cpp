@@ -141,3 +141,14 @@ TEST(embedding, looks_up_rows) {
   EXPECT_EQ(std::vector<float>(p.output().begin(), p.output().end()), (std::vector<float>{6, 7, 0, 1, 6, 7}));
 }
 }  // namespace
+
+namespace {
+TEST(embedding, backward_checks_ids_again) {
+  auto p = compile<lm, batch<2>>(1);
+  std::fill(p.input().begin(), p.input().end(), 1.0f);
+  p.forward();
+  p.input()[3] = 1e6f;  // changed after forward
+  const std::vector<std::uint32_t> t{0, 1};
+  EXPECT_THROW(p.backward(t), std::out_of_range);
+}
+}  // namespace

@@ -10,7 +10,7 @@
 //     u64 signature length · the model's signature (Model::signature())
 //     u64 parameter scalars · u64 optimizer scalars · u64 optimizer-name length · name
 //     u64 epoch · u64 step · u64 seed · 4 × u64 rng state
-//     f64 lr scale · f64 best metric · u64 stale epochs · u64 has best
+//     f64 lr scale · f64 best metric · u64 stale epochs · u64 has best · u64 step in epoch
 //     parameters · optimizer state · u32 CRC-32
 //   (little-endian; parameters tensor after tensor in the model's order,
 //   without the flat buffer's alignment padding.)
@@ -83,6 +83,7 @@ struct training_position {
   double best_metric = 0.0;        ///< the best monitored value so far (plateau / early stopping)
   std::uint64_t stale_epochs = 0;  ///< epochs since it improved
   std::uint64_t has_best = 0;      ///< whether best_metric holds a value
+  std::uint64_t step_in_epoch = 0; ///< steps done of an epoch stopped part-way
 };
 
 inline constexpr std::string_view checkpoint_magic = "KILNCKPT";
@@ -231,6 +232,7 @@ void save_checkpoint(const std::filesystem::path& file, const Program& program,
   w.put(at.best_metric);
   w.put(at.stale_epochs);
   w.put(at.has_best);
+  w.put(at.step_in_epoch);
   const auto params = program.parameters();
   for (std::size_t i = 0; i < layout::tensor_count; ++i)
     w.template put_scalars<Stored>(params.subspan(layout::offsets[i], layout::sizes[i]));
@@ -281,6 +283,7 @@ training_position load_checkpoint(const std::filesystem::path& file, Program& pr
   at.best_metric = r.get<double>();
   at.stale_epochs = r.get<std::uint64_t>();
   at.has_best = r.get<std::uint64_t>();
+  at.step_in_epoch = r.get<std::uint64_t>();
   const std::size_t header = checkpoint_magic.size() + r.at();
   if (n_params > bytes.size() || n_opt > bytes.size())  // (keeps the sums below from overflowing)
     throw checkpoint_error(

@@ -215,7 +215,12 @@ class program {
 
   program(const program& other) : program(nullptr) { copy_parameters_from(other); }
   program& operator=(const program& other) {
-    if (this != &other) copy_parameters_from(other);
+    if (this == &other) return *this;
+    if (!params_) {  // moved from: build afresh
+      program fresh(other);
+      return *this = std::move(fresh);
+    }
+    copy_parameters_from(other);
     return *this;
   }
   program(program&&) noexcept = default;
@@ -352,12 +357,17 @@ class program {
       };
       run(pass);
       const loss_value r = combined(global_batch);
+      if (!std::isfinite(r.loss) && distributed::ranks() == 1) {
+        gather_outputs();
+        return r;
+      }
       if (distributed::ranks() > 1 || max_grad_norm > 0) {
         if constexpr (replicas > 1) {
           auto reduce = [&](std::size_t q) { reduce_chunk(q, global_batch); };
           run(reduce);
         }
         const loss_value all = distributed::ranks() > 1 ? across_ranks(r) : r;
+        gather_outputs();
         if (!std::isfinite(all.loss)) return all;
         const T scale = clip_scale(max_grad_norm);
         state.prepare(optimizer);
@@ -369,9 +379,9 @@ class program {
                        std::span<const T>(gradient_of(0) + begin, end - begin), begin);
         };
         run(update);
+        gather_outputs();
         return all;
       }
-      if (!std::isfinite(r.loss)) return r;
       state.prepare(optimizer);
       auto reduce_and_update = [&](std::size_t q) {
         const auto [begin, end] = chunk_of(q);
@@ -380,6 +390,7 @@ class program {
                      std::span<const T>(gradient_of(0) + begin, end - begin), begin);
       };
       run(reduce_and_update);
+      gather_outputs();
       return r;
     }
   }
@@ -416,18 +427,28 @@ class program {
       });
     }
     if constexpr (Replication::threaded)
-      pool_ = std::make_unique<detail::worker_pool>(replicas, std::span<const std::size_t>(Replication::cores));
+      pool_ = std::make_unique<detail::worker_pool>(replicas, std::span<const std::size_t>(Replication::cores),
+                                                    distributed::local_rank() * replicas);
   }
 
-  /// Every rank takes the same step: the mean gradient, and the mean loss
-  /// (so a NaN anywhere stops every rank alike).
+  /// Every rank takes the same step: the gradient of the mean loss over all
+  /// ranks' samples, and that loss (so a NaN anywhere stops every rank alike).
   loss_value across_ranks(loss_value r) {
-    distributed::allreduce_sum(gradients());
-    const T scale = T(1) / static_cast<T>(distributed::ranks());
-    for (T& g : gradients()) g *= scale;
-    double totals[4] = {r.loss * static_cast<double>(r.samples), static_cast<double>(r.samples),
-                        static_cast<double>(r.correct), static_cast<double>(r.predictions)};
+    const double mine = static_cast<double>(r.samples);
+    double totals[4] = {r.loss * mine, mine, static_cast<double>(r.correct), static_cast<double>(r.predictions)};
     distributed::allreduce_sum(std::span<double>(totals));
+    const double ranks = static_cast<double>(distributed::ranks());
+    if (totals[1] == mine * ranks) {
+      // Equal shares (every training step): sum, then one exact scaling.
+      distributed::allreduce_sum(gradients());
+      const T scale = T(1) / static_cast<T>(ranks);
+      for (T& g : gradients()) g *= scale;
+    } else {
+      // Unequal shares (a padded last batch): weight each rank by its samples.
+      const T weight = totals[1] > 0 ? static_cast<T>(mine / totals[1]) : T(0);
+      for (T& g : gradients()) g *= weight;
+      distributed::allreduce_sum(gradients());
+    }
     r.samples = static_cast<std::size_t>(totals[1]);
     r.loss = r.samples ? totals[0] / totals[1] : 0.0;
     r.correct = static_cast<std::size_t>(totals[2]);

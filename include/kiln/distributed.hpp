@@ -21,6 +21,7 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -80,18 +81,27 @@ inline int ranks() {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
 }
+/// MPI counts are ints: large buffers go in pieces of at most 2^30 elements.
+inline constexpr std::size_t max_count = std::size_t{1} << 30;
+
 template <class T>
 void allreduce_sum(std::span<T> data) {
   if (ranks() == 1) return;
-  if (MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), detail::datatype<T>(), MPI_SUM,
-                    MPI_COMM_WORLD) != MPI_SUCCESS)
-    throw std::runtime_error("kiln::distributed::allreduce_sum: MPI_Allreduce failed");
+  for (std::size_t at = 0; at < data.size(); at += max_count) {
+    const auto n = static_cast<int>(std::min(max_count, data.size() - at));
+    if (MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, detail::datatype<T>(), MPI_SUM, MPI_COMM_WORLD) !=
+        MPI_SUCCESS)
+      throw std::runtime_error("kiln::distributed::allreduce_sum: MPI_Allreduce failed");
+  }
 }
 template <class T>
 bool all_equal(std::span<const T> data) {
   if (ranks() == 1) return true;
-  std::vector<T> first(data.begin(), data.end());
-  MPI_Bcast(first.data(), static_cast<int>(first.size() * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
+  std::vector<unsigned char> first(data.size_bytes());
+  std::memcpy(first.data(), data.data(), data.size_bytes());
+  for (std::size_t at = 0; at < first.size(); at += max_count)
+    MPI_Bcast(first.data() + at, static_cast<int>(std::min(max_count, first.size() - at)), MPI_BYTE, 0,
+              MPI_COMM_WORLD);
   int same = std::memcmp(first.data(), data.data(), data.size_bytes()) == 0, all = 0;
   MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
@@ -121,5 +131,14 @@ inline constexpr bool with_mpi = false;
 #endif
 
 inline bool is_primary() { return rank() == 0; }
+
+/// This process's index among the ranks on its host (from the launcher's
+/// environment: Open MPI, MPICH, Slurm), 0 when launched alone. Replica
+/// threads are pinned from local_rank() × replicas on.
+inline std::size_t local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(name)) return static_cast<std::size_t>(std::strtoul(v, nullptr, 10));
+  return 0;
+}
 
 }  // namespace kiln::distributed

@@ -49,6 +49,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -163,8 +164,16 @@ class trainer {
   void stop() noexcept { stop_requested_ = true; }
 
   Program& program() noexcept { return program_; }
-  Optimizer& optimizer() noexcept { return optimizer_; }
-  /// Epochs and optimizer steps completed (restored by load()).
+  /// The optimizer as the last step used it (its lr is the scheduled rate).
+  const Optimizer& optimizer() const noexcept { return optimizer_; }
+  /// The rate schedules and plateaus multiply (the optimizer's lr at construction).
+  double base_lr() const noexcept { return base_lr_; }
+  void set_base_lr(double lr) {
+    if (!(lr > 0)) throw std::invalid_argument(fmt::format("kiln::trainer::set_base_lr: lr must be > 0, got {}", lr));
+    base_lr_ = lr;
+  }
+  /// Epochs and optimizer steps completed (restored by load()); an epoch
+  /// that stop() cut short is not counted, and the next fit finishes it.
   std::size_t epochs_done() const noexcept { return epoch_; }
   std::size_t steps_done() const noexcept { return step_; }
 
@@ -172,7 +181,8 @@ class trainer {
   /// (atomically; see kiln/checkpoint.hpp).
   void save(const std::filesystem::path& file, std::uint64_t seed = 0) const {
     save_checkpoint(file, program_, std::span<const scalar>(state_.buffer()), Optimizer::name,
-                    training_position{epoch_, step_, seed, {}, lr_scale_, best_metric_, stale_epochs_, has_best_});
+                    training_position{epoch_, step_, seed, {}, lr_scale_, best_metric_, stale_epochs_, has_best_,
+                                      partial_steps_});
   }
   /// Restores what save() wrote; the next fit() continues with the epoch
   /// after the saved one, so with the same fit seed the run continues exactly
@@ -187,6 +197,7 @@ class trainer {
     best_metric_ = at.best_metric;
     stale_epochs_ = static_cast<std::size_t>(at.stale_epochs);
     has_best_ = at.has_best != 0;
+    partial_steps_ = static_cast<std::size_t>(at.step_in_epoch);
     return at;
   }
 
@@ -196,6 +207,8 @@ class trainer {
     // in the next allreduce: report it and end the whole job instead.
     try {
       return fit_here(train, n, o);
+    } catch (const training_error&) {
+      throw;  // every rank saw the same all-reduced loss: all of them stop here together
     } catch (const std::exception& e) {
       distributed::abort(fmt::format("kiln: rank {}: {}", distributed::rank(), e.what()));
     }
@@ -206,7 +219,12 @@ class trainer {
     check(train, "training set");
     if (o.validation) check(*o.validation, "validation set");
     std::optional<fmt::ostream> log;
-    if (!o.metrics_log.empty() && distributed::is_primary()) log.emplace(fmt::output_file(o.metrics_log.string()));
+    if (!o.metrics_log.empty() && distributed::is_primary()) {
+      // A fresh run starts the log; a continued or resumed one appends to it.
+      const int mode = fmt::file::WRONLY | fmt::file::CREATE | (epoch_ == 0 && partial_steps_ == 0 ? fmt::file::TRUNC
+                                                                                                      : fmt::file::APPEND);
+      log.emplace(fmt::output_file(o.metrics_log.string(), mode));
+    }
     // Under MPI only rank 0 prints and writes files.
     const bool primary = distributed::is_primary();
     const bool live = primary && (o.progress == progress_mode::bar ||
@@ -245,7 +263,9 @@ class trainer {
       const auto start = std::chrono::steady_clock::now();
       double loss_sum = 0;
       std::size_t correct = 0, seen = 0, predictions = 0, done = 0;
-      for (std::size_t s = 0; s < steps && !stop_requested_; ++s) {
+      const std::size_t first_step = std::exchange(partial_steps_, 0);  // an epoch stopped part-way resumes there
+      std::size_t s = first_step;
+      for (; s < steps && !stop_requested_; ++s) {
         std::array<std::size_t, B> pick;
         for (std::size_t r = 0; r < Program::replicas; ++r)
           sampler.shard(order, s, first_worker + r,
@@ -269,9 +289,16 @@ class trainer {
         predictions += r.predictions;
         seen += B;
         const double elapsed = seconds_since(start);
-        bar.update(e, last_epoch, s + 1, steps, loss_sum / static_cast<double>(s + 1),
+        bar.update(e, last_epoch, s + 1, steps, loss_sum / static_cast<double>(done),
                    static_cast<double>(seen) / std::max(elapsed, 1e-9), elapsed);
         if (o.on_step_end) o.on_step_end(step_report{e, s + 1, step_, r.loss, optimizer_.lr});
+      }
+      if (s < steps) {
+        // stop() part-way: the epoch is not done; the next fit (or a
+        // checkpoint saved now) continues it from step s.
+        partial_steps_ = s;
+        bar.clear();
+        return history;
       }
       epoch_ = e;
       epoch_metrics m;
@@ -358,17 +385,20 @@ class trainer {
   }
 
  private:
+  /// Saves this epoch's checkpoint, then removes the oldest of the ones this
+  /// trainer wrote beyond the newest keep_checkpoints (files it did not
+  /// write are never touched).
   void rotate_checkpoints(const fit_options& o) {
     std::filesystem::create_directories(o.checkpoint_dir);
-    save(o.checkpoint_dir / fmt::format("epoch-{:04}.kiln", epoch_), o.seed);
-    std::vector<std::filesystem::path> kept;
-    for (const auto& entry : std::filesystem::directory_iterator(o.checkpoint_dir)) {
-      const auto name = entry.path().filename().string();
-      if (name.starts_with("epoch-") && name.ends_with(".kiln")) kept.push_back(entry.path());
+    const auto file = o.checkpoint_dir / fmt::format("epoch-{:04}.kiln", epoch_);
+    save(file, o.seed);
+    std::erase(written_, file);
+    written_.push_back(file);
+    while (written_.size() > std::max<std::size_t>(o.keep_checkpoints, 1)) {
+      std::error_code ec;
+      std::filesystem::remove(written_.front(), ec);
+      written_.erase(written_.begin());
     }
-    std::sort(kept.begin(), kept.end());
-    for (std::size_t i = 0; i + std::max<std::size_t>(o.keep_checkpoints, 1) < kept.size(); ++i)
-      std::filesystem::remove(kept[i]);
   }
 
   static double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -469,6 +499,8 @@ class trainer {
   std::size_t stale_epochs_ = 0;
   bool has_best_ = false;
   bool stop_requested_ = false;
+  std::size_t partial_steps_ = 0;  ///< steps done of an epoch stop() cut short
+  std::vector<std::filesystem::path> written_;
 };
 
 }  // namespace kiln

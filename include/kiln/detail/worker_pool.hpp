@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdio>
+#include <algorithm>
 #include <exception>
 #include <mutex>
 #include <span>
@@ -21,31 +22,50 @@ namespace kiln::detail {
 
 class worker_pool {
  public:
-  /// Starts `n` threads; thread r is pinned to cores[r] when cores are given,
-  /// else to core r (modulo the machine's cores, with a warning when n
-  /// exceeds them).
-  worker_pool(std::size_t n, std::span<const std::size_t> cores) : errors_(n) {
-    const std::size_t machine = std::max(1u, std::thread::hardware_concurrency());
-    if (cores.empty() && n > machine) {
+  /// Starts `n` threads. Thread r is pinned to cores[r] when cores are
+  /// given; otherwise to the (first + r)-th of the cores this process may
+  /// use (its affinity mask, wrapping around with a warning when there are
+  /// fewer). `first` lets the ranks on one host take different cores.
+  worker_pool(std::size_t n, std::span<const std::size_t> cores, std::size_t first = 0) : errors_(n) {
+    const std::vector<std::size_t> allowed = allowed_cores();
+    if (cores.empty() && first + n > allowed.size()) {
       std::fprintf(stderr,
-                   "kiln: replicate<%zu> on a machine with %zu cores: replicas will share cores (replica r runs on "
-                   "core r mod %zu)\n",
-                   n, machine, machine);
+                   "kiln: replicas %zu-%zu on a process allowed %zu cores: replicas will share cores (replica r "
+                   "runs on allowed core (%zu + r) mod %zu)\n",
+                   first, first + n - 1, allowed.size(), first, allowed.size());
     }
     threads_.reserve(n);
     for (std::size_t r = 0; r < n; ++r) {
       threads_.emplace_back([this, r] { loop(r); });
-      const std::size_t core = cores.empty() ? r % machine : cores[r];
-      if (core >= machine) {
-        std::fprintf(stderr, "kiln: replica %zu asks for core %zu, which this machine (%zu cores) lacks; not pinned\n",
-                     r, core, machine);
+      const std::size_t core = cores.empty() ? allowed[(first + r) % allowed.size()] : cores[r];
+      if (core >= CPU_SETSIZE) {
+        std::fprintf(stderr, "kiln: replica %zu asks for core %zu, which cannot exist; not pinned\n", r, core);
         continue;
       }
       cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(core, &set);
-      pthread_setaffinity_np(threads_.back().native_handle(), sizeof(set), &set);
+      if (pthread_setaffinity_np(threads_.back().native_handle(), sizeof(set), &set) != 0) {
+        std::fprintf(stderr, "kiln: replica %zu could not be pinned to core %zu (not available to this process)\n",
+                     r, core);
+      }
     }
+  }
+
+  /// The cores this process may run on, in order.
+  static std::vector<std::size_t> allowed_cores() {
+    std::vector<std::size_t> out;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (std::size_t c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) out.push_back(c);
+    }
+    if (out.empty()) {
+      const std::size_t machine = std::max(1u, std::thread::hardware_concurrency());
+      for (std::size_t c = 0; c < machine; ++c) out.push_back(c);
+    }
+    return out;
   }
   worker_pool(const worker_pool&) = delete;
   worker_pool& operator=(const worker_pool&) = delete;

@@ -101,7 +101,8 @@ struct embedding {
       using T = typename Ctx::scalar;
       T* grad = c.template grad<table_tag>();
       for (std::size_t r = 0; r < length * Ctx::batch; ++r) {
-        T* row = grad + static_cast<std::size_t>(c.x[r]) * Dim;  // checked by forward
+        // Checked again: the input may have changed since forward (or forward threw).
+        T* row = grad + checked_id(c.x[r], r) * Dim;
         const T* dy = c.dy + r * Dim;
         for (std::size_t k = 0; k < Dim; ++k) row[k] += dy[k];
       }
