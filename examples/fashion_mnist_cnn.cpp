@@ -12,10 +12,9 @@ using namespace kiln;
 
 // Samples are channels × height × width: one channel of 28 × 28 pixels.
 // `same` padding keeps 28 × 28 through the 5 × 5 kernels; each pool halves it.
-using cnn = model<input<1, 28, 28>,
-                  conv2d<16, 5, 1, same>, relu, max_pool<2>,  // → shape<16, 14, 14>
-                  conv2d<32, 5, 1, same>, relu, max_pool<2>,  // → shape<32, 7, 7>
-                  flatten, dense<10>>;                        // → shape<10>
+using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, relu, max_pool<2>,  // → shape<16, 14, 14>
+                  conv2d<32, 5, 1, same>, relu, max_pool<2>,                    // → shape<32, 7, 7>
+                  flatten, dense<10>>;                                          // → shape<10>
 static_assert(cnn::output_shape == shape<10>{});
 static_assert(cnn::parameter_count == 28'938);  // under the table's "2 Conv, < 100K parameters"
 

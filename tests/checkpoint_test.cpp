@@ -234,8 +234,8 @@ TEST_F(checkpoint, rotation_only_removes_what_this_trainer_wrote) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"epoch-0002.kiln", "epoch-0003.kiln", "epoch-0010.kiln",
-                                             "epoch-0011.kiln"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"epoch-0002.kiln", "epoch-0003.kiln", "epoch-0010.kiln", "epoch-0011.kiln"}));
 }
 
 TEST_F(checkpoint, a_continued_run_appends_to_the_metrics_log) {

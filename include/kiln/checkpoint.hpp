@@ -79,11 +79,11 @@ struct training_position {
   std::uint64_t step = 0;   ///< optimizer steps completed
   std::uint64_t seed = 0;   ///< the fit seed (shuffling derives from seed and epoch)
   std::array<std::uint64_t, 4> rng{};
-  double lr_scale = 1.0;           ///< what reduce_on_plateau has made of the learning rate
-  double best_metric = 0.0;        ///< the best monitored value so far (plateau / early stopping)
-  std::uint64_t stale_epochs = 0;  ///< epochs since it improved
-  std::uint64_t has_best = 0;      ///< whether best_metric holds a value
-  std::uint64_t step_in_epoch = 0; ///< steps done of an epoch stopped part-way
+  double lr_scale = 1.0;            ///< what reduce_on_plateau has made of the learning rate
+  double best_metric = 0.0;         ///< the best monitored value so far (plateau / early stopping)
+  std::uint64_t stale_epochs = 0;   ///< epochs since it improved
+  std::uint64_t has_best = 0;       ///< whether best_metric holds a value
+  std::uint64_t step_in_epoch = 0;  ///< steps done of an epoch stopped part-way
 };
 
 inline constexpr std::string_view checkpoint_magic = "KILNCKPT";

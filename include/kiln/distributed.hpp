@@ -89,8 +89,7 @@ void allreduce_sum(std::span<T> data) {
   if (ranks() == 1) return;
   for (std::size_t at = 0; at < data.size(); at += max_count) {
     const auto n = static_cast<int>(std::min(max_count, data.size() - at));
-    if (MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, detail::datatype<T>(), MPI_SUM, MPI_COMM_WORLD) !=
-        MPI_SUCCESS)
+    if (MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, detail::datatype<T>(), MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
       throw std::runtime_error("kiln::distributed::allreduce_sum: MPI_Allreduce failed");
   }
 }
@@ -100,8 +99,7 @@ bool all_equal(std::span<const T> data) {
   std::vector<unsigned char> first(data.size_bytes());
   std::memcpy(first.data(), data.data(), data.size_bytes());
   for (std::size_t at = 0; at < first.size(); at += max_count)
-    MPI_Bcast(first.data() + at, static_cast<int>(std::min(max_count, first.size() - at)), MPI_BYTE, 0,
-              MPI_COMM_WORLD);
+    MPI_Bcast(first.data() + at, static_cast<int>(std::min(max_count, first.size() - at)), MPI_BYTE, 0, MPI_COMM_WORLD);
   int same = std::memcmp(first.data(), data.data(), data.size_bytes()) == 0, all = 0;
   MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;

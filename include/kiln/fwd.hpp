@@ -40,7 +40,8 @@ struct no_bias;
 template <std::size_t Units, class... Options>
 struct dense;
 struct flatten;
-template <std::size_t Filters, std::size_t Kernel, std::size_t Stride, int Padding> struct conv2d;
+template <std::size_t Filters, std::size_t Kernel, std::size_t Stride, int Padding>
+struct conv2d;
 struct relu;
 struct tanh;
 struct sigmoid;

@@ -180,9 +180,9 @@ class trainer {
   /// Writes parameters, optimizer state and the training position to `file`
   /// (atomically; see kiln/checkpoint.hpp).
   void save(const std::filesystem::path& file, std::uint64_t seed = 0) const {
-    save_checkpoint(file, program_, std::span<const scalar>(state_.buffer()), Optimizer::name,
-                    training_position{epoch_, step_, seed, {}, lr_scale_, best_metric_, stale_epochs_, has_best_,
-                                      partial_steps_});
+    save_checkpoint(
+        file, program_, std::span<const scalar>(state_.buffer()), Optimizer::name,
+        training_position{epoch_, step_, seed, {}, lr_scale_, best_metric_, stale_epochs_, has_best_, partial_steps_});
   }
   /// Restores what save() wrote; the next fit() continues with the epoch
   /// after the saved one, so with the same fit seed the run continues exactly
@@ -221,8 +221,8 @@ class trainer {
     std::optional<fmt::ostream> log;
     if (!o.metrics_log.empty() && distributed::is_primary()) {
       // A fresh run starts the log; a continued or resumed one appends to it.
-      const int mode = fmt::file::WRONLY | fmt::file::CREATE | (epoch_ == 0 && partial_steps_ == 0 ? fmt::file::TRUNC
-                                                                                                      : fmt::file::APPEND);
+      const int mode = fmt::file::WRONLY | fmt::file::CREATE |
+                       (epoch_ == 0 && partial_steps_ == 0 ? fmt::file::TRUNC : fmt::file::APPEND);
       log.emplace(fmt::output_file(o.metrics_log.string(), mode));
     }
     // Under MPI only rank 0 prints and writes files.

@@ -35,9 +35,9 @@ struct case_ {
   using loss = L;
 };
 using cases = ::testing::Types<
-    case_<model<input<2, 5, 6>, conv2d<3, 3>>, mse>,                                   // valid padding
+    case_<model<input<2, 5, 6>, conv2d<3, 3>>, mse>,                                          // valid padding
     case_<model<input<2, 5, 5>, conv2d<3, 3, 1, same>, kiln::tanh, flatten, dense<4>>, mse>,  // same padding
-    case_<model<input<1, 7, 6>, conv2d<2, 3, 2, 1>, relu, conv2d<2, 2>>, mse>,          // stride 2, pad 1, stacked
+    case_<model<input<1, 7, 6>, conv2d<2, 3, 2, 1>, relu, conv2d<2, 2>>, mse>,  // stride 2, pad 1, stacked
     case_<model<input<2, 6, 6>, conv2d<3, 3, 1, 1>, max_pool<2>, flatten, dense<3>>, softmax_cross_entropy<>>,
     case_<model<input<2, 7, 7>, conv2d<2, 2>, avg_pool<3, 2>, flatten, dense<3>>, softmax_cross_entropy<>>>;
 struct case_names {

@@ -17,8 +17,9 @@
 
 #include <Eigen/Core>
 
-static_assert(EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION >= 4,
-              "kiln needs Eigen 3.4 (its level-3 product entry point, with the result's inner stride, is used directly)");
+static_assert(
+    EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION >= 4,
+    "kiln needs Eigen 3.4 (its level-3 product entry point, with the result's inner stride, is used directly)");
 
 namespace kiln::detail {
 

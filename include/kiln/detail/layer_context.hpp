@@ -23,7 +23,7 @@ struct layer_context {
   const T* w = nullptr;   ///< the flat parameter buffer
   T* dw = nullptr;        ///< the flat gradient buffer
   gemm_scratch<T>* gemm = nullptr;
-  T* scratch = nullptr;   ///< the layer's `workspace<B>` elements, if it declared any
+  T* scratch = nullptr;  ///< the layer's `workspace<B>` elements, if it declared any
 
   template <class Tag>
   const T* param() const {

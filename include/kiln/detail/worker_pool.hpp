@@ -6,10 +6,10 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdio>
-#include <algorithm>
 #include <exception>
 #include <mutex>
 #include <span>
@@ -46,8 +46,8 @@ class worker_pool {
       CPU_ZERO(&set);
       CPU_SET(core, &set);
       if (pthread_setaffinity_np(threads_.back().native_handle(), sizeof(set), &set) != 0) {
-        std::fprintf(stderr, "kiln: replica %zu could not be pinned to core %zu (not available to this process)\n",
-                     r, core);
+        std::fprintf(stderr, "kiln: replica %zu could not be pinned to core %zu (not available to this process)\n", r,
+                     core);
       }
     }
   }

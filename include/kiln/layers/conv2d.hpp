@@ -34,9 +34,9 @@
 #include <cstddef>
 #include <string>
 
+#include <fmt/format.h>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
-#include <fmt/format.h>
 
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
@@ -90,8 +90,10 @@ struct conv2d {
                   "kiln::conv2d: the kernel is larger than the padded input");
 
     static constexpr bool fits =
-        In::rank == 3 && diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, Kernel, pad>;
-    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : Kernel, W = fits ? In::extent(2) : Kernel;
+        In::rank == 3 &&
+        diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, Kernel, pad>;
+    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : Kernel,
+                                 W = fits ? In::extent(2) : Kernel;
     // (a stand-in size when the input does not fit, so that the error above comes alone)
     static constexpr std::size_t Ho = (H + 2 * pad - Kernel) / Stride + 1, Wo = (W + 2 * pad - Kernel) / Stride + 1;
     static constexpr std::size_t F = Filters, CKK = C * Kernel * Kernel, P = Ho * Wo;
@@ -110,7 +112,7 @@ struct conv2d {
 
     /// The unfolded input and, in backward, its gradient.
     template <std::size_t B>
-    static constexpr std::size_t workspace = 2 * CKK * P;
+    static constexpr std::size_t workspace = 2 * CKK* P;
 
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {
@@ -171,10 +173,9 @@ struct conv2d {
             for (std::size_t u = 0; u < Kernel; ++u) {
               const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
               for (std::size_t v = 0; v < Kernel; ++v) {
-                const std::ptrdiff_t q =
-                    static_cast<std::ptrdiff_t>(j * Stride + v) - static_cast<std::ptrdiff_t>(pad);
-                const bool inside = r >= 0 && r < static_cast<std::ptrdiff_t>(H) && q >= 0 &&
-                                    q < static_cast<std::ptrdiff_t>(W);
+                const std::ptrdiff_t q = static_cast<std::ptrdiff_t>(j * Stride + v) - static_cast<std::ptrdiff_t>(pad);
+                const bool inside =
+                    r >= 0 && r < static_cast<std::ptrdiff_t>(H) && q >= 0 && q < static_cast<std::ptrdiff_t>(W);
                 *col++ = inside ? x[(ch * H + static_cast<std::size_t>(r)) * W + static_cast<std::size_t>(q)] : T(0);
               }
             }
@@ -190,8 +191,7 @@ struct conv2d {
             for (std::size_t u = 0; u < Kernel; ++u) {
               const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
               for (std::size_t v = 0; v < Kernel; ++v, ++col) {
-                const std::ptrdiff_t q =
-                    static_cast<std::ptrdiff_t>(j * Stride + v) - static_cast<std::ptrdiff_t>(pad);
+                const std::ptrdiff_t q = static_cast<std::ptrdiff_t>(j * Stride + v) - static_cast<std::ptrdiff_t>(pad);
                 if (r >= 0 && r < static_cast<std::ptrdiff_t>(H) && q >= 0 && q < static_cast<std::ptrdiff_t>(W))
                   dx[(ch * H + static_cast<std::size_t>(r)) * W + static_cast<std::size_t>(q)] += *col;
               }

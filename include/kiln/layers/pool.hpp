@@ -18,8 +18,8 @@
 #include <cstddef>
 #include <string>
 
-#include <boost/hana/tuple.hpp>
 #include <fmt/format.h>
+#include <boost/hana/tuple.hpp>
 
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -57,7 +57,8 @@ struct pool_layer {
     static constexpr bool fits =
         In::rank == 3 && diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, Window>;
     // (a stand-in size when the input does not fit, so that the error above comes alone)
-    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : Window, W = fits ? In::extent(2) : Window;
+    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : Window,
+                                 W = fits ? In::extent(2) : Window;
     static constexpr std::size_t Ho = (H - Window) / Stride + 1, Wo = (W - Window) / Stride + 1;
 
     using spec = Spec;
