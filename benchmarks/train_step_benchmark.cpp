@@ -19,8 +19,10 @@ constexpr std::size_t B = 64;
 constexpr double forward_flops = 2.0 * (784 * 256 + 256 * 128 + 128 * 10);
 constexpr double train_flops = 2 * forward_flops + (forward_flops - 2.0 * 784 * 256);
 
-void mlp_train_step(benchmark::State& state) {
-  auto p = compile<mlp, batch<B>>(1);
+/// Training steps (forward, backward, SGD update) of Model at batch B on one core.
+template <class Model>
+void train_steps(benchmark::State& state, double flops_per_sample) {
+  auto p = compile<Model, batch<B>>(1);
   sgd o{.lr = 0.01f, .momentum = 0.9f};
   sgd::state<float> s(p.parameters().size());
   rng g(2);
@@ -28,16 +30,15 @@ void mlp_train_step(benchmark::State& state) {
   std::vector<std::uint32_t> t(B);
   for (auto& v : t) v = static_cast<std::uint32_t>(g.below(10));
   for (auto _ : state) {
-    p.forward();
-    p.backward(t);
-    s.step(o, p.parameters(), p.gradients());
+    p.train_step(t, o, s);
     benchmark::DoNotOptimize(p.parameters().data());
   }
-  state.counters["samples/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * B), benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(state.iterations() * B) * train_flops / 1e9,
-                                                 benchmark::Counter::kIsRate);
+  const auto samples = static_cast<double>(state.iterations() * B);
+  state.counters["samples/s"] = benchmark::Counter(samples, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(samples * flops_per_sample / 1e9, benchmark::Counter::kIsRate);
 }
+
+void mlp_train_step(benchmark::State& state) { train_steps<mlp>(state, train_flops); }
 BENCHMARK(mlp_train_step)->MinWarmUpTime(0.2);
 
 void mlp_inference(benchmark::State& state) {
@@ -62,23 +63,7 @@ using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, relu, max_pool<2>, c
 constexpr double cnn_forward_flops = 2.0 * (28 * 28 * 16 * 25 + 14 * 14 * 32 * 16 * 25 + 32 * 7 * 7 * 10);
 constexpr double cnn_train_flops = 2 * cnn_forward_flops + (cnn_forward_flops - 2.0 * 28 * 28 * 16 * 25);
 
-void cnn_train_step(benchmark::State& state) {
-  auto p = compile<cnn, batch<B>>(1);
-  sgd o{.lr = 0.01f, .momentum = 0.9f};
-  sgd::state<float> s(p.parameters().size());
-  rng g(2);
-  for (auto& x : p.input()) x = static_cast<float>(g.uniform());
-  std::vector<std::uint32_t> t(B);
-  for (auto& v : t) v = static_cast<std::uint32_t>(g.below(10));
-  for (auto _ : state) {
-    p.train_step(t, o, s);
-    benchmark::DoNotOptimize(p.parameters().data());
-  }
-  state.counters["samples/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * B), benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * B) * cnn_train_flops / 1e9, benchmark::Counter::kIsRate);
-}
+void cnn_train_step(benchmark::State& state) { train_steps<cnn>(state, cnn_train_flops); }
 BENCHMARK(cnn_train_step)->MinWarmUpTime(0.2)->Unit(benchmark::kMillisecond);
 }  // namespace
 
