@@ -7,6 +7,7 @@
 
 #include "support/blobs.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -173,6 +174,9 @@ TEST(replicate, threads_end_with_the_program_even_after_a_fault) {
     auto q = std::move(p);  // a moved program keeps its threads
     EXPECT_EQ(threads_of_this_process(), before + 4);
   }
+  // A joined thread's /proc entry can outlive the join by a moment: wait for it.
+  for (int i = 0; i < 200 && threads_of_this_process() != before; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(threads_of_this_process(), before);
 }
 

@@ -24,9 +24,12 @@
 #include <kiln/layers/dense.hpp>
 #include <kiln/layers/embedding.hpp>
 #include <kiln/layers/flatten.hpp>
+#include <kiln/layers/gelu.hpp>
+#include <kiln/layers/layer_norm.hpp>
 #include <kiln/layers/pool.hpp>
 #include <kiln/layers/relu.hpp>
 #include <kiln/layers/sigmoid.hpp>
+#include <kiln/layers/softmax.hpp>
 #include <kiln/layers/tanh.hpp>
 #include <kiln/layers/unembed.hpp>
 #include <kiln/losses/mse.hpp>

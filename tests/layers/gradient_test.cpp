@@ -4,8 +4,11 @@
 #include <kiln/compile.hpp>
 #include <kiln/layers/dense.hpp>
 #include <kiln/layers/flatten.hpp>
+#include <kiln/layers/gelu.hpp>
+#include <kiln/layers/layer_norm.hpp>
 #include <kiln/layers/relu.hpp>
 #include <kiln/layers/sigmoid.hpp>
+#include <kiln/layers/softmax.hpp>
 #include <kiln/layers/tanh.hpp>
 #include <kiln/losses/mse.hpp>
 
@@ -31,12 +34,18 @@ using cases = ::testing::Types<
     case_<model<input<5>, dense<6>, kiln::tanh, dense<3>>, softmax_cross_entropy<>>,              // tanh
     case_<model<input<5>, dense<6>, sigmoid, dense<3>>, mse>,                                     // sigmoid
     case_<model<input<2, 3>, flatten, dense<4>, kiln::tanh, dense<3>>, softmax_cross_entropy<>>,  // flatten
-    case_<model<input<2, 2, 2>, flatten, dense<7>, relu, dense<5, no_bias>, sigmoid, dense<3>, kiln::tanh>, mse>>;
+    case_<model<input<2, 2, 2>, flatten, dense<7>, relu, dense<5, no_bias>, sigmoid, dense<3>, kiln::tanh>, mse>,
+    case_<model<input<5>, dense<6>, gelu, dense<3>>, softmax_cross_entropy<>>,         // gelu
+    case_<model<input<5>, dense<4>, softmax>, mse>,                                    // softmax
+    case_<model<input<3, 4>, layer_norm, softmax>, mse>,                               // both, by rows
+    case_<model<input<5>, dense<6>, layer_norm, dense<3>>, softmax_cross_entropy<>>>;  // layer_norm
 
 struct case_names {
   template <class T>
   static std::string GetName(int i) {
-    constexpr const char* names[] = {"dense", "dense_no_bias", "relu", "tanh", "sigmoid", "flatten", "deep_mixed"};
+    constexpr const char* names[] = {"dense",     "dense_no_bias", "relu", "tanh",    "sigmoid",
+                                     "flatten",   "deep_mixed",    "gelu", "softmax", "layer_norm_softmax_rows",
+                                     "layer_norm"};
     return names[i];
   }
 };

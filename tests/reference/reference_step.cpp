@@ -78,8 +78,8 @@ std::string run_case(const std::string& name, const std::string& layers, const O
   return fmt::format(
       R"({{"name":"{}","dtype":"{}","loss":"{}","input_shape":[{}],"layers":{},"optimizer":{},"initial":{},"steps":[{}],"final":{}}})",
       name, std::is_same_v<Scalar, double> ? "float64" : "float32", Loss::name(),
-      fmt::join(Model::input_shape_type::extents, ","), layers, describe(opt), initial,
-      fmt::join(steps, ","), tensors<P>(p.parameters()));
+      fmt::join(Model::input_shape_type::extents, ","), layers, describe(opt), initial, fmt::join(steps, ","),
+      tensors<P>(p.parameters()));
 }
 }  // namespace
 
@@ -99,6 +99,8 @@ int main() {
   const std::string cnn_layers =
       R"([["conv2d",2,3,3,1,1],["relu"],["max_pool",2,2],["conv2d",3,4,2,1,0],["tanh"],["avg_pool",2,2],)"
       R"(["flatten"],["dense",4,3,true]])";
+  using normed = model<input<6>, dense<5>, gelu, layer_norm, dense<4>, softmax>;
+  const std::string normed_layers = R"([["dense",6,5,true],["gelu"],["layer_norm",5],["dense",5,4,true],["softmax"]])";
   const sgd nesterov{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true};
   const sgd heavy{.lr = 0.05f, .momentum = 0.5f};
   std::vector<std::string> cases{
@@ -115,6 +117,7 @@ int main() {
       run_case<reg, float, mse>("reg_mse_f32_adamw", reg_layers, adamw{.lr = 0.005f}, 9),
       run_case<cnn, double, softmax_cross_entropy<>>("cnn_ce_f64_nesterov", cnn_layers, nesterov, 10),
       run_case<cnn, float, softmax_cross_entropy<>>("cnn_ce_f32_adam", cnn_layers, adam{.lr = 0.01f}, 11),
+      run_case<normed, double, mse>("gelu_layer_norm_softmax_mse_f64", normed_layers, nesterov, 12),
   };
   fmt::print("{{\"cases\":[{}]}}\n", fmt::join(cases, ","));
 }

@@ -39,6 +39,12 @@ def build(layers, dtype):
             mods.append(torch.nn.Sigmoid())
         elif kind == "flatten":
             mods.append(torch.nn.Flatten())
+        elif kind == "gelu":
+            mods.append(torch.nn.GELU())
+        elif kind == "layer_norm":
+            mods.append(torch.nn.LayerNorm(layer[1]))
+        elif kind == "softmax":
+            mods.append(torch.nn.Softmax(dim=-1))
         elif kind == "conv2d":
             mods.append(torch.nn.Conv2d(layer[1], layer[2], layer[3], stride=layer[4], padding=layer[5]))
         elif kind == "max_pool":

@@ -12,9 +12,10 @@
 
 namespace kiln::detail {
 
-/// An activation `Fn` (with static `forward(x, y)` and `backward(y, dy, dx)`
-/// over Eigen arrays) as a layer: any input shape, the same output shape,
-/// no parameters.
+/// An activation `Fn` (with static `forward(x, y)` and either
+/// `backward(y, dy, dx)` or, declaring `needs_input`, `backward_from_input(x,
+/// dy, dx)`, over Eigen arrays) as a layer: any input shape, the same output
+/// shape, no parameters.
 template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;
@@ -41,7 +42,11 @@ struct elementwise_layer {
       using A = Eigen::Array<typename Ctx::scalar, Eigen::Dynamic, 1>;
       constexpr auto n = static_cast<Eigen::Index>(In::size * Ctx::batch);
       Eigen::Map<A> dx(c.dx, n);
-      Fn::backward(Eigen::Map<const A>(c.y, n), Eigen::Map<const A>(c.dy, n), dx);
+      if constexpr (requires { Fn::needs_input; }) {
+        Fn::backward_from_input(Eigen::Map<const A>(c.x, n), Eigen::Map<const A>(c.dy, n), dx);
+      } else {
+        Fn::backward(Eigen::Map<const A>(c.y, n), Eigen::Map<const A>(c.dy, n), dx);
+      }
     }
   };
 };

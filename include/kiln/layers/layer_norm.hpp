@@ -1,0 +1,107 @@
+// kiln/layers/layer_norm.hpp — layer normalisation over the last extent.
+//
+// WHAT IT COMPUTES   for each row x of D values (the whole sample for
+//                    shape<D>, each row for shape<L, D>):
+//                      y = (x − mean x) / √(var x + ε) · γ + β,  ε = 1e-5,
+//                    var the biased variance (PyTorch's nn.LayerNorm(D)).
+// SHAPE CONTRACT     input S (rank 1 or 2, last extent D) → output S;
+//                    parameters γ shape<D> (ones), β shape<D> (zeros).
+// THREAD SAFETY      stateless; statistics are recomputed in backward.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include <kiln/detail/layer_context.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+
+namespace kiln {
+
+namespace diagnostics {
+template <class LayerAt, class InputShape>
+inline constexpr bool layer_norm_input_must_be_rank_1_or_2 = InputShape::rank == 1 || InputShape::rank == 2;
+}  // namespace diagnostics
+
+struct layer_norm {
+  using kiln_layer = void;
+  static std::string name() { return "layer_norm"; }
+
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind {
+    static_assert(diagnostics::layer_norm_input_must_be_rank_1_or_2<layer_at<Position, layer_norm>, In>,
+                  "kiln::layer_norm: the input must be a vector or rows of vectors (rank 1 or 2)");
+    using spec = layer_norm;
+    using input_shape = In;
+    using output_shape = In;
+    static constexpr std::size_t position = Position;
+    static constexpr bool is_view = false;
+    static constexpr std::size_t D = In::extent(In::rank - 1), rows = In::size / D;
+    using gain_tag = detail::auto_tag<Position, 0>;
+    using bias_tag = detail::auto_tag<Position, 1>;
+    static constexpr auto parameters =
+        boost::hana::tuple_t<param<gain_tag, shape<D>, init::ones>, param<bias_tag, shape<D>, init::zeros>>;
+
+    template <class T>
+    static void statistics(const T* x, T& mean, T& rstd) {
+      T m = 0;
+      for (std::size_t i = 0; i < D; ++i) m += x[i];
+      m /= T(D);
+      T v = 0;
+      for (std::size_t i = 0; i < D; ++i) v += (x[i] - m) * (x[i] - m);
+      mean = m;
+      rstd = T(1) / std::sqrt(v / T(D) + T(1e-5));
+    }
+
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      const T* g = c.template param<gain_tag>();
+      const T* b = c.template param<bias_tag>();
+      for (std::size_t r = 0; r < rows * Ctx::batch; ++r) {
+        const T* x = c.x + r * D;
+        T* y = c.y + r * D;
+        T mean, rstd;
+        statistics(x, mean, rstd);
+        for (std::size_t i = 0; i < D; ++i) y[i] = (x[i] - mean) * rstd * g[i] + b[i];
+      }
+    }
+
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      const T* g = c.template param<gain_tag>();
+      T* dg = c.template grad<gain_tag>();
+      T* db = c.template grad<bias_tag>();
+      for (std::size_t r = 0; r < rows * Ctx::batch; ++r) {
+        const T* x = c.x + r * D;
+        const T* dy = c.dy + r * D;
+        T mean, rstd;
+        statistics(x, mean, rstd);
+        T sum_dxhat = 0, sum_dxhat_xhat = 0;
+        for (std::size_t i = 0; i < D; ++i) {
+          const T xhat = (x[i] - mean) * rstd;
+          dg[i] += dy[i] * xhat;
+          db[i] += dy[i];
+          const T dxhat = dy[i] * g[i];
+          sum_dxhat += dxhat;
+          sum_dxhat_xhat += dxhat * xhat;
+        }
+        if (c.dx) {
+          for (std::size_t i = 0; i < D; ++i) {
+            const T xhat = (x[i] - mean) * rstd;
+            c.dx[r * D + i] = rstd * (dy[i] * g[i] - (sum_dxhat + xhat * sum_dxhat_xhat) / T(D));
+          }
+        }
+      }
+    }
+  };
+};
+
+}  // namespace kiln
