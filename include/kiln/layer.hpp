@@ -93,6 +93,16 @@ struct declared_shape_or<true, Tag, Declared, Fallback> {
 };
 }  // namespace detail
 
+/// What every bound layer says about itself; derive `bind` from it and add
+/// `output_shape`, `parameters` and the passes (flatten re-declares is_view).
+template <class Spec, Shape In, std::size_t Position>
+struct bound_layer_base {
+  using spec = Spec;
+  using input_shape = In;
+  static constexpr std::size_t position = Position;
+  static constexpr bool is_view = false;
+};
+
 /// `Layer<L>`: L is a layer spec (it can be listed in a kiln::model).
 template <class L>
 concept Layer = requires {

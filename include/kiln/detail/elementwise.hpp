@@ -21,12 +21,8 @@ struct elementwise_layer {
   using kiln_layer = void;
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
-    using spec = Spec;
-    using input_shape = In;
+  struct bind : bound_layer_base<Spec, In, Position> {
     using output_shape = In;
-    static constexpr std::size_t position = Position;
-    static constexpr bool is_view = false;
     static constexpr auto parameters = boost::hana::tuple_t<>;
 
     template <class Ctx>

@@ -82,7 +82,7 @@ struct conv2d {
   }
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
+  struct bind : bound_layer_base<conv2d, In, Position> {
     static_assert(diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In>,
                   "kiln::conv2d: the input must be channels × height × width (rank 3); a one-channel image is "
                   "input<1, H, W>");
@@ -98,11 +98,7 @@ struct conv2d {
     static constexpr std::size_t Ho = (H + 2 * pad - Kernel) / Stride + 1, Wo = (W + 2 * pad - Kernel) / Stride + 1;
     static constexpr std::size_t F = Filters, CKK = C * Kernel * Kernel, P = Ho * Wo;
 
-    using spec = conv2d;
-    using input_shape = In;
     using output_shape = shape<F, Ho, Wo>;
-    static constexpr std::size_t position = Position;
-    static constexpr bool is_view = false;
 
     using weight_tag = detail::auto_tag<Position, 0>;
     using bias_tag = detail::auto_tag<Position, 1>;

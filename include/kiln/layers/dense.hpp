@@ -70,15 +70,11 @@ struct dense {
   }
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
+  struct bind : bound_layer_base<dense, In, Position> {
     static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In>,
                   "kiln::dense: the input must be a vector (rank 1); put kiln::flatten before this layer");
 
-    using spec = dense;
-    using input_shape = In;
     using output_shape = shape<Units>;
-    static constexpr std::size_t position = Position;
-    static constexpr bool is_view = false;
     static constexpr std::size_t in = In::size;
 
     using tie = typename detail::tie_of<detail::untied<detail::auto_tag<Position, 0>>, Options...>::type;

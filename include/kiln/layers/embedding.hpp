@@ -72,15 +72,11 @@ struct embedding {
                                       shape<Vocab, Dim>, init::lecun_normal>>>;
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
+  struct bind : bound_layer_base<embedding, In, Position> {
     static_assert(diagnostics::embedding_input_must_be_a_vector_of_token_ids<layer_at<Position, embedding>, In>,
                   "kiln::embedding: the input must be a vector of token ids (rank 1), e.g. input_tokens<L>");
-    using spec = embedding;
-    using input_shape = In;
     static constexpr std::size_t length = In::size;
     using output_shape = shape<length, Dim>;
-    static constexpr std::size_t position = Position;
-    static constexpr bool is_view = false;
 
     using table_tag = typename detail::tie_of<detail::untied<detail::auto_tag<Position, 0>>, Options...>::type::tag;
     using table_param = param<table_tag, shape<Vocab, Dim>, init::lecun_normal>;

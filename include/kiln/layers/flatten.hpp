@@ -25,11 +25,8 @@ struct flatten {
   static std::string name() { return "flatten"; }
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
-    using spec = flatten;
-    using input_shape = In;
+  struct bind : bound_layer_base<flatten, In, Position> {
     using output_shape = flatten_t<In>;
-    static constexpr std::size_t position = Position;
     static constexpr bool is_view = true;
     static constexpr auto parameters = boost::hana::tuple_t<>;
   };

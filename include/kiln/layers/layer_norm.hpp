@@ -34,14 +34,10 @@ struct layer_norm {
   static std::string name() { return "layer_norm"; }
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
+  struct bind : bound_layer_base<layer_norm, In, Position> {
     static_assert(diagnostics::layer_norm_input_must_be_rank_1_or_2<layer_at<Position, layer_norm>, In>,
                   "kiln::layer_norm: the input must be a vector or rows of vectors (rank 1 or 2)");
-    using spec = layer_norm;
-    using input_shape = In;
     using output_shape = In;
-    static constexpr std::size_t position = Position;
-    static constexpr bool is_view = false;
     static constexpr std::size_t D = In::extent(In::rank - 1), rows = In::size / D;
     using gain_tag = detail::auto_tag<Position, 0>;
     using bias_tag = detail::auto_tag<Position, 1>;

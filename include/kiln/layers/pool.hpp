@@ -49,7 +49,7 @@ struct pool_layer {
   using kiln_layer = void;
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
+  struct bind : bound_layer_base<Spec, In, Position> {
     static_assert(diagnostics::pooling_input_must_be_channels_height_width<layer_at<Position, Spec>, In>,
                   "kiln::max_pool / avg_pool: the input must be channels × height × width (rank 3)");
     static_assert(diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, Window>,
@@ -61,11 +61,7 @@ struct pool_layer {
                                  W = fits ? In::extent(2) : Window;
     static constexpr std::size_t Ho = (H - Window) / Stride + 1, Wo = (W - Window) / Stride + 1;
 
-    using spec = Spec;
-    using input_shape = In;
     using output_shape = shape<C, Ho, Wo>;
-    static constexpr std::size_t position = Position;
-    static constexpr bool is_view = false;
     static constexpr auto parameters = boost::hana::tuple_t<>;
 
     template <class Ctx>

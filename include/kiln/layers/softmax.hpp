@@ -33,14 +33,10 @@ struct softmax {
   static std::string name() { return "softmax"; }
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
+  struct bind : bound_layer_base<softmax, In, Position> {
     static_assert(diagnostics::softmax_input_must_be_rank_1_or_2<layer_at<Position, softmax>, In>,
                   "kiln::softmax: the input must be a vector or rows of vectors (rank 1 or 2)");
-    using spec = softmax;
-    using input_shape = In;
     using output_shape = In;
-    static constexpr std::size_t position = Position;
-    static constexpr bool is_view = false;
     static constexpr auto parameters = boost::hana::tuple_t<>;
     static constexpr std::size_t N = In::extent(In::rank - 1), rows = In::size / N;
 

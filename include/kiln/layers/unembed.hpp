@@ -59,7 +59,7 @@ struct unembed {
   static std::string name() { return "unembed<tied>"; }
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind {
+  struct bind : bound_layer_base<unembed, In, Position> {
     static constexpr bool found =
         diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>;
     static_assert(
@@ -73,12 +73,8 @@ struct unembed {
         diagnostics::unembed_input_width_must_equal_the_embedding_dim<layer_at<Position, unembed>, In, table_shape>,
         "kiln::unembed: the input's last extent must equal the tied embedding's Dim (rank 1 or 2 input)");
 
-    using spec = unembed;
-    using input_shape = In;
     static constexpr std::size_t rows = In::size / dim;
     using output_shape = std::conditional_t<In::rank == 1, shape<vocab>, shape<rows, vocab>>;
-    static constexpr std::size_t position = Position;
-    static constexpr bool is_view = false;
     static constexpr auto parameters = boost::hana::tuple_t<param<tag, table_shape, init::lecun_normal>>;
 
     template <std::size_t B, class T>
