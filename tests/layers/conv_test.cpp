@@ -29,11 +29,7 @@ using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, relu, max_pool<2>, c
                   max_pool<2>, flatten, dense<10>>;
 static_assert(cnn::parameter_count == (16 * 25 + 16) + (32 * 16 * 25 + 32) + (32 * 7 * 7 * 10 + 10));
 
-template <class M, class L>
-struct case_ {
-  using model = M;
-  using loss = L;
-};
+using kiln::testing::case_;
 using cases = ::testing::Types<
     case_<model<input<2, 5, 6>, conv2d<3, 3>>, mse>,                                          // valid padding
     case_<model<input<2, 5, 5>, conv2d<3, 3, 1, same>, kiln::tanh, flatten, dense<4>>, mse>,  // same padding
@@ -53,11 +49,7 @@ class conv_gradient : public ::testing::Test {};
 TYPED_TEST_SUITE(conv_gradient, cases, case_names);
 
 TYPED_TEST(conv_gradient, matches_finite_differences) {
-  auto p = compile<typename TypeParam::model, batch<2>, precision<double>, typename TypeParam::loss>(3);
-  rng g(8);
-  for (auto& w : p.parameters()) w += 0.1 * g.uniform(-1, 1);
-  const auto t = kiln::testing::random_batch(p, 4);
-  kiln::testing::expect_gradients_match_finite_differences(p, t, 2, 1e-6, 2e-6);
+  kiln::testing::expect_case_gradients_match<TypeParam, 2>(3, 2e-6);
 }
 
 // The input gradient too: a conv layer after another one receives it.

@@ -21,11 +21,7 @@
 namespace {
 using namespace kiln;
 
-template <class M, class L>
-struct case_ {
-  using model = M;
-  using loss = L;
-};
+using kiln::testing::case_;
 
 using cases = ::testing::Types<
     case_<model<input<5>, dense<4>>, mse>,                                                        // dense, bias
@@ -54,15 +50,7 @@ template <class C>
 class gradient : public ::testing::Test {};
 TYPED_TEST_SUITE(gradient, cases, case_names);
 
-TYPED_TEST(gradient, matches_finite_differences) {
-  auto p = compile<typename TypeParam::model, batch<3>, precision<double>, typename TypeParam::loss>(11);
-  // Biases start at zero; move them so that their gradients are generic.
-  rng g(5);
-  for (auto& w : p.parameters()) w += 0.1 * g.uniform(-1, 1);
-  const auto targets = kiln::testing::random_batch(p, 3);
-  const std::size_t checked = kiln::testing::expect_gradients_match_finite_differences(p, targets);
-  EXPECT_GE(checked, TypeParam::model::parameter_count);
-}
+TYPED_TEST(gradient, matches_finite_differences) { kiln::testing::expect_case_gradients_match<TypeParam, 3>(11); }
 
 TYPED_TEST(gradient, padded_samples_do_not_contribute) {
   auto p = compile<typename TypeParam::model, batch<3>, precision<double>, typename TypeParam::loss>(12);

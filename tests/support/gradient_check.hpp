@@ -71,4 +71,24 @@ std::size_t expect_gradients_match_finite_differences(P& p, const std::vector<ty
   return checked;
 }
 
+/// A model and the loss it is trained with: one entry of a typed gradient test.
+template <class M, class L>
+struct case_ {
+  using model = M;
+  using loss = L;
+};
+
+/// Compiles Case in double at batch B, moves every parameter off its
+/// initial value (biases start at zero, which would hide their gradients)
+/// and checks every parameter's gradient against central differences.
+template <class Case, std::size_t B>
+void expect_case_gradients_match(std::uint64_t seed, double tolerance = 1e-6) {
+  auto p = compile<typename Case::model, batch<B>, precision<double>, typename Case::loss>(seed);
+  rng g(seed, 5);
+  for (auto& w : p.parameters()) w += 0.1 * g.uniform(-1, 1);
+  const auto targets = random_batch(p, seed + 1);
+  const std::size_t checked = expect_gradients_match_finite_differences(p, targets, B, 1e-6, tolerance);
+  EXPECT_GE(checked, Case::model::parameter_count);
+}
+
 }  // namespace kiln::testing
