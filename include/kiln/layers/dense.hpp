@@ -59,7 +59,8 @@ struct dense {
                 "kiln::dense<Units, Options...>: a layer has one weight, so at most one tie");
 
   using kiln_layer = void;
-  static constexpr std::size_t units = Units;
+  /// Units, or 1 as a stand-in when Units is 0 (so that error comes alone).
+  static constexpr std::size_t units = Units > 0 ? Units : 1;
   static constexpr bool has_bias = !(std::is_same_v<Options, no_bias> || ...);
 
   static std::string name() {
@@ -74,16 +75,16 @@ struct dense {
     static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In>,
                   "kiln::dense: the input must be a vector (rank 1); put kiln::flatten before this layer");
 
-    using output_shape = shape<Units>;
+    using output_shape = shape<units>;
     static constexpr std::size_t in = In::size;
 
     using tie = typename detail::tie_of<detail::untied<detail::auto_tag<Position, 0>>, Options...>::type;
     static constexpr bool transposed = tie::transposed;
     using weight_tag = typename tie::tag;
     using bias_tag = detail::auto_tag<Position, 1>;
-    using weight_shape = std::conditional_t<transposed, shape<in, Units>, shape<Units, in>>;
+    using weight_shape = std::conditional_t<transposed, shape<in, units>, shape<units, in>>;
     using weight_param = param<weight_tag, weight_shape, init::automatic>;
-    using bias_param = param<bias_tag, shape<Units>, init::zeros>;
+    using bias_param = param<bias_tag, shape<units>, init::zeros>;
 
     static constexpr auto parameters = [] {
       if constexpr (has_bias) {

@@ -1,0 +1,12 @@
+// `same` padding cannot keep the size with an even kernel.
+// expect: static assertion failed: kiln::conv2d: `same` padding needs an odd Kernel and Stride 1
+// expect: conv2d_same_padding_needs_an_odd_kernel_and_stride_1<4, 1>
+#include <kiln/kiln.hpp>
+
+#ifdef KILN_SHOULD_FAIL
+using net = kiln::model<kiln::input<1, 8, 8>, kiln::conv2d<2, 4, 1, kiln::same>>;
+#else
+using net = kiln::model<kiln::input<1, 8, 8>, kiln::conv2d<2, 5, 1, kiln::same>>;
+#endif
+
+int main() { return static_cast<int>(net::output_shape_type::size) - 128; }

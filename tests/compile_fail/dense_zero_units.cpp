@@ -1,0 +1,12 @@
+// A dense layer of zero units is rejected.
+// expect: static assertion failed: kiln::dense<Units>: Units must be at least 1
+// expect: dense_units_must_be_at_least_1<0>
+#include <kiln/kiln.hpp>
+
+#ifdef KILN_SHOULD_FAIL
+using net = kiln::model<kiln::input<4>, kiln::dense<0>>;
+#else
+using net = kiln::model<kiln::input<4>, kiln::dense<1>>;
+#endif
+
+int main() { return static_cast<int>(net::parameter_count) - 5; }

@@ -1,0 +1,15 @@
+// A program's scalar type is float or double.
+// expect: static assertion failed: kiln::precision<T>: T must be float or double
+// expect: precision_must_be_float_or_double<int>
+#include <kiln/kiln.hpp>
+
+using net = kiln::model<kiln::input<4>, kiln::dense<2>>;
+
+int main() {
+#ifdef KILN_SHOULD_FAIL
+  auto program = kiln::compile<net, kiln::batch<2>, kiln::precision<int>>();
+#else
+  auto program = kiln::compile<net, kiln::batch<2>, kiln::precision<double>>();
+#endif
+  return static_cast<int>(program.batch_size) - 2;
+}
