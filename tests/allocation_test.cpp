@@ -88,8 +88,11 @@ void expect_allocation_free_steps() {
   using P = decltype(p);
   sgd o{.lr = 0.01f, .momentum = 0.9f, .weight_decay = 1e-4f, .nesterov = true};
   sgd::state<typename P::scalar_type> s(p.parameters().size());
-  std::vector<std::uint32_t> t(P::batch_size, 1);
-  for (auto& x : p.input()) x = 0.25f;
+  std::vector<std::uint32_t> t(P::batch_size * P::targets_per_sample, 1);
+  for (auto& x : p.input()) x = requires {
+      Model::input_type::tokens;
+    }
+  ? 3.0f : 0.25f;  // a token id, or a value
   const long before = allocations;
   for (int step = 0; step < 5; ++step) {
     p.forward();
@@ -123,6 +126,17 @@ TEST(allocation, replicated_train_step_allocates_nothing) {
     p.evaluate(t, 40);
   }
   EXPECT_EQ(allocations - before, 0) << "allocations during 5 replicated steps";
+}
+TEST(allocation, cnn_with_batch_norm_and_dropout_step_allocates_nothing) {
+  expect_allocation_free_steps<
+      model<input<1, 12, 12>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, flatten, dropout<0.25>, dense<10>>,
+      batch<16>>();
+}
+struct tokens;
+TEST(allocation, transformer_step_allocates_nothing) {
+  expect_allocation_free_steps<model<input_tokens<16>, embedding<10, 32, tied<tokens>>, position_embedding,
+                                     transformer_block<4>, layer_norm, unembed<tied<tokens>>>,
+                               batch<8>>();
 }
 TEST(allocation, double_precision_step_allocates_nothing) {
   expect_allocation_free_steps<model<input<300>, dense<200>, sigmoid, dense<10>>, batch<32>, precision<double>>();

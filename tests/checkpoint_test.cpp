@@ -100,6 +100,31 @@ TEST_F(checkpoint, float_and_double_programs_load_each_other) {
   EXPECT_EQ(copy_of(f), copy_of(f2));
 }
 
+TEST_F(checkpoint, reads_format_1_files_written_before_models_had_state) {
+  auto p = compile<chain, batch<2>>(1);
+  save_checkpoint(dir_ / "v2.kiln", p);
+  auto bytes = read(dir_ / "v2.kiln");
+  // Format 1 is format 2 without the state count (after the parameter count).
+  std::uint64_t signature_length;
+  std::memcpy(&signature_length, bytes.data() + 16, 8);
+  const std::size_t state_count_at = 16 + 8 + signature_length + 8;
+  std::uint64_t state_count;
+  std::memcpy(&state_count, bytes.data() + state_count_at, 8);
+  ASSERT_EQ(state_count, 0u);
+  bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(state_count_at),
+              bytes.begin() + static_cast<std::ptrdiff_t>(state_count_at + 8));
+  bytes[8] = 1;
+  bytes.resize(bytes.size() - 4);
+  const std::uint32_t crc = kiln::detail::crc32_of(
+      std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()));
+  bytes.resize(bytes.size() + 4);
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  write(dir_ / "v1.kiln", bytes);
+  auto q = compile<chain, batch<2>>(2);
+  load_checkpoint(dir_ / "v1.kiln", q);
+  EXPECT_TRUE(std::equal(p.parameters().begin(), p.parameters().end(), q.parameters().begin()));
+}
+
 TEST_F(checkpoint, refuses_every_bad_file_and_changes_nothing) {
   auto p = compile<chain, batch<2>>(1);
   save_checkpoint(dir_ / "good.kiln", p);
@@ -111,9 +136,9 @@ TEST_F(checkpoint, refuses_every_bad_file_and_changes_nothing) {
   expect_refused(dir_ / "text.kiln", checkpoint_fault::not_a_checkpoint, "not a kiln checkpoint");
 
   auto newer = good;
-  newer[8] = 2;  // format version
+  newer[8] = 3;  // format version
   write(dir_ / "newer.kiln", newer);
-  expect_refused(dir_ / "newer.kiln", checkpoint_fault::newer_format, "format version 2 is newer");
+  expect_refused(dir_ / "newer.kiln", checkpoint_fault::newer_format, "format version 3 is newer");
 
   write(dir_ / "short.kiln", std::vector<char>(good.begin(), good.end() - 100));
   expect_refused(dir_ / "short.kiln", checkpoint_fault::truncated, "truncated");

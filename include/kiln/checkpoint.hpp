@@ -2,16 +2,17 @@
 //
 // WHAT IT IS
 //   A versioned binary file holding a program's parameters (a tied weight
-//   once), the optimizer's state, the epoch, step and seed of training, and
+//   once), its state values (batch_norm's running statistics), the optimizer's state, the epoch, step and seed of training, and
 //   random-generator state, under a header that names the model, and closed
 //   by a CRC-32 of everything before it (zlib's):
 //
 //     "KILNCKPT" · u32 format version · u32 bytes per scalar (4 or 8)
 //     u64 signature length · the model's signature (Model::signature())
-//     u64 parameter scalars · u64 optimizer scalars · u64 optimizer-name length · name
+//     u64 parameter scalars · u64 state scalars (format 2 on) · u64 optimizer scalars
+//     u64 optimizer-name length · name
 //     u64 epoch · u64 step · u64 seed · 4 × u64 rng state
 //     f64 lr scale · f64 best metric · u64 stale epochs · u64 has best · u64 step in epoch
-//     parameters · optimizer state · u32 CRC-32
+//     parameters · state (running statistics) · optimizer state · u32 CRC-32
 //   (little-endian; parameters tensor after tensor in the model's order,
 //   without the flat buffer's alignment padding.)
 //
@@ -87,7 +88,7 @@ struct training_position {
 };
 
 inline constexpr std::string_view checkpoint_magic = "KILNCKPT";
-inline constexpr std::uint32_t checkpoint_format_version = 1;
+inline constexpr std::uint32_t checkpoint_format_version = 2;  // 2: the model's state values
 
 namespace detail {
 
@@ -221,7 +222,9 @@ void save_checkpoint(const std::filesystem::path& file, const Program& program,
   w.put<std::uint32_t>(checkpoint_format_version);
   w.put<std::uint32_t>(sizeof(Stored));
   w.put_text(Program::model_type::signature());
+  using state_layout = typename Program::state_layout;
   w.put<std::uint64_t>(layout::count);
+  w.put<std::uint64_t>(state_layout::count);
   w.put<std::uint64_t>(optimizer_state.size());
   w.put_text(optimizer_name);
   w.put(at.epoch);
@@ -236,6 +239,9 @@ void save_checkpoint(const std::filesystem::path& file, const Program& program,
   const auto params = program.parameters();
   for (std::size_t i = 0; i < layout::tensor_count; ++i)
     w.template put_scalars<Stored>(params.subspan(layout::offsets[i], layout::sizes[i]));
+  const auto state = program.state();
+  for (std::size_t i = 0; i < state_layout::tensor_count; ++i)
+    w.template put_scalars<Stored>(state.subspan(state_layout::offsets[i], state_layout::sizes[i]));
   w.template put_scalars<Stored>(optimizer_state);
   w.put(detail::crc32_of(w.bytes()));
   detail::write_atomically(file, w.bytes());
@@ -272,6 +278,7 @@ training_position load_checkpoint(const std::filesystem::path& file, Program& pr
     throw checkpoint_error(checkpoint_fault::corrupted, file, fmt::format("corrupted: {} bytes per scalar", scalar));
   const std::string signature = r.get_text();
   const auto n_params = r.get<std::uint64_t>();
+  const auto n_state = version >= 2 ? r.get<std::uint64_t>() : std::uint64_t{0};
   const auto n_opt = r.get<std::uint64_t>();
   const std::string opt_name = r.get_text();
   training_position at;
@@ -285,11 +292,12 @@ training_position load_checkpoint(const std::filesystem::path& file, Program& pr
   at.has_best = r.get<std::uint64_t>();
   at.step_in_epoch = r.get<std::uint64_t>();
   const std::size_t header = checkpoint_magic.size() + r.at();
-  if (n_params > bytes.size() || n_opt > bytes.size())  // (keeps the sums below from overflowing)
-    throw checkpoint_error(
-        checkpoint_fault::truncated, file,
-        fmt::format("truncated: {} bytes, but its header announces {} + {} scalars", bytes.size(), n_params, n_opt));
-  const std::size_t expected = header + static_cast<std::size_t>(n_params + n_opt) * scalar + 4;
+  if (n_params > bytes.size() || n_state > bytes.size() ||
+      n_opt > bytes.size())  // (keeps the sums below from overflowing)
+    throw checkpoint_error(checkpoint_fault::truncated, file,
+                           fmt::format("truncated: {} bytes, but its header announces {} + {} + {} scalars",
+                                       bytes.size(), n_params, n_state, n_opt));
+  const std::size_t expected = header + static_cast<std::size_t>(n_params + n_state + n_opt) * scalar + 4;
   if (expected > bytes.size())
     throw checkpoint_error(checkpoint_fault::truncated, file,
                            fmt::format("truncated: {} bytes, but its header announces {}", bytes.size(), expected));
@@ -304,9 +312,11 @@ training_position load_checkpoint(const std::filesystem::path& file, Program& pr
   if (signature != mine)
     throw checkpoint_error(checkpoint_fault::other_model, file,
                            "written for another model: " + detail::first_difference(signature, mine));
-  if (n_params != layout::count)
+  using state_layout = typename Program::state_layout;
+  if (n_params != layout::count || n_state != state_layout::count)
     throw checkpoint_error(checkpoint_fault::other_model, file,
-                           fmt::format("holds {} parameters; this model has {}", n_params, layout::count));
+                           fmt::format("holds {} parameters and {} state values; this model has {} and {}", n_params,
+                                       n_state, layout::count, state_layout::count));
   if (!optimizer_state.empty() && (n_opt != optimizer_state.size() || opt_name != optimizer_name))
     throw checkpoint_error(checkpoint_fault::other_model, file,
                            fmt::format("holds the state of optimizer '{}' ({} scalars); this trainer's is '{}' ({})",
@@ -329,6 +339,10 @@ training_position load_checkpoint(const std::filesystem::path& file, Program& pr
   auto params = program.parameters();
   for (std::size_t i = 0; i < layout::tensor_count; ++i)
     for (std::size_t k = 0; k < layout::sizes[i]; ++k) params[layout::offsets[i] + k] = static_cast<T>(read_scalar());
+  auto state = program.state();
+  for (std::size_t i = 0; i < state_layout::tensor_count; ++i)
+    for (std::size_t k = 0; k < state_layout::sizes[i]; ++k)
+      state[state_layout::offsets[i] + k] = static_cast<T>(read_scalar());
   if (!optimizer_state.empty())
     for (auto& v : optimizer_state) v = static_cast<OptimizerScalar>(read_scalar());
   return at;

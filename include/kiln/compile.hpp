@@ -49,8 +49,10 @@
 
 #include <fmt/format.h>
 #include <boost/hana/at.hpp>
+#include <boost/hana/filter.hpp>
 #include <boost/hana/fold_left.hpp>
 #include <boost/hana/for_each.hpp>
+#include <boost/hana/length.hpp>
 
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_context.hpp>
@@ -197,6 +199,7 @@ class program {
   using bound_loss = typename LossSpec::template bind<typename Model::output_shape_type>;
   using target_type = typename bound_loss::target_type;
   using layout = typename Model::parameters;
+  using state_layout = typename Model::state_layout;
   using plan = typename Model::template memory_plan<B, T>;
 
   /// Samples per replica and step.
@@ -213,7 +216,12 @@ class program {
   /// Builds the program and initialises its parameters from `seed`.
   explicit program(std::uint64_t seed = 0) : program(nullptr) { initialize(seed); }
 
-  program(const program& other) : program(nullptr) { copy_parameters_from(other); }
+  program(const program& other) : program(nullptr) {
+    copy_parameters_from(other);
+    training_ = other.training_;
+    seed_ = other.seed_;
+    step_ = other.step_;
+  }
   program& operator=(const program& other) {
     if (this == &other) return *this;
     if (!params_) {  // moved from: build afresh
@@ -236,15 +244,43 @@ class program {
                   "kiln::program::assign_parameters: the other program must compile the same model");
     std::transform(other.parameters().begin(), other.parameters().end(), parameters().begin(),
                    [](auto v) { return static_cast<T>(v); });
+    std::transform(other.state().begin(), other.state().end(), state().begin(),
+                   [](auto v) { return static_cast<T>(v); });
   }
 
   /// Sets every parameter from `seed`: He-normal before relu, Glorot-uniform
   /// otherwise, biases zero. The same seed gives the same bits.
   void initialize(std::uint64_t seed) {
     rng g(seed, /*stream=*/0x1417);
+    seed_ = seed;
     std::fill_n(params_.get(), layout::buffer_size, T(0));
     initialize_each(g, std::make_index_sequence<layout::tensor_count>{});
+    std::fill_n(state_.get(), state_layout::buffer_size, T(0));
+    boost::hana::for_each(Model::state_list, [&](auto p) {
+      using P = typename decltype(p)::type;
+      std::fill_n(state_.get() + state_layout::template offset<typename P::tag>, P::shape_type::size,
+                  static_cast<init>(P::initializer) == init::ones ? T(1) : T(0));
+    });
   }
+
+  /// Train mode (the default): dropout drops and batch_norm normalises with
+  /// the batch's statistics, updating its running ones. Eval mode: dropout
+  /// passes its input through and batch_norm uses the running statistics.
+  /// forward() runs in the current mode; train_step always trains.
+  void set_training(bool on) noexcept { training_ = on; }
+  bool training() const noexcept { return training_; }
+  /// The step number that, with the seed given to initialize(), draws
+  /// dropout's masks; train_step advances it. (kiln::trainer sets it from its
+  /// own step count, so a resumed run draws the masks it would have drawn.)
+  void set_step(std::uint64_t step) noexcept { step_ = step; }
+  std::uint64_t step() const noexcept { return step_; }
+  std::uint64_t seed() const noexcept { return seed_; }
+
+  /// Values the layers keep but do not train (batch_norm's running
+  /// statistics), in Model::state_layout; one buffer, shared by the replicas
+  /// (replica 0 of each process updates it).
+  std::span<T> state() noexcept { return {state_.get(), state_layout::buffer_size}; }
+  std::span<const T> state() const noexcept { return {state_.get(), state_layout::buffer_size}; }
 
   /// The flat parameter buffer (parameters at their offsets, zero padding):
   /// one buffer, read by every replica.
@@ -342,6 +378,15 @@ class program {
   loss_value train_step(std::span<const target_type> targets, const O& optimizer, State& state,
                         double max_grad_norm = 0) {
     check_targets(targets, global_batch);
+    const bool was_training = std::exchange(training_, true);
+    struct restore {
+      program& p;
+      bool mode;
+      ~restore() {
+        p.training_ = mode;
+        ++p.step_;
+      }
+    } after{*this, was_training};
     if constexpr (!Replication::threaded) {
       forward();
       const loss_value r = backward(targets);
@@ -409,11 +454,13 @@ class program {
     detail::aligned_buffer<T> block;
     detail::gemm_scratch<T> scratch;
   };
-  static constexpr std::size_t replica_elements =
-      layout::buffer_size + plan::activation_elements + plan::gradient_elements + plan::scratch_elements;
+  static constexpr std::size_t replica_elements = layout::buffer_size + plan::activation_elements +
+                                                  plan::gradient_elements + plan::scratch_elements +
+                                                  plan::saved_elements;
 
   explicit program(std::nullptr_t)
       : params_(detail::make_aligned<T>(layout::buffer_size)),
+        state_(detail::make_aligned<T>(state_layout::buffer_size)),
         input_(detail::make_aligned<T>(global_batch * input_size)),
         output_(detail::make_aligned<T>(replicas > 1 ? global_batch * output_size : 0)),
         replicas_(std::make_unique<replica[]>(replicas)),
@@ -478,6 +525,7 @@ class program {
 
   void copy_parameters_from(const program& other) {
     std::copy_n(other.params_.get(), layout::buffer_size, params_.get());
+    std::copy_n(other.state_.get(), state_layout::buffer_size, state_.get());
     std::copy_n(other.gradient_of(0), layout::buffer_size, gradient_of(0));
   }
 
@@ -517,7 +565,12 @@ class program {
   };
   template <std::size_t Position, std::size_t Slot>
   struct layer_param {
-    using L = typename Model::template layer<Position - 1>;
+    static constexpr auto found = boost::hana::filter(detail::flatten_nested(Model::layers), [](auto t) {
+      return boost::hana::bool_c<decltype(t)::type::position == Position>;
+    });
+    static_assert(boost::hana::length(found) == boost::hana::size_c<1>,
+                  "kiln::program::layer_parameter<Position, Slot>: the model has no layer at this position");
+    using L = typename decltype(+boost::hana::at_c<0>(found))::type;
     using type = typename decltype(+boost::hana::at_c<Slot>(L::parameters))::type;
     using tag = typename type::tag;
   };
@@ -533,7 +586,7 @@ class program {
            static_cast<std::size_t>(i) * plan::gradient_slot_elements;
   }
 
-  using context = detail::layer_context<T, B, layout>;
+  using context = detail::layer_context<T, B, layout, state_layout>;
 
   context make_context(std::size_t r, std::size_t k) const noexcept {
     context c;
@@ -543,6 +596,13 @@ class program {
     c.dw = gradient_of(r);
     c.gemm = &replicas_[r].scratch;
     c.scratch = grad_slot(r, 2);  // after the two gradient slots
+    c.saved = grad_slot(r, 2) + plan::scratch_elements + plan::saved_offset[k - 1];
+    c.st = state_.get();
+    c.training = training_;
+    c.keeps_state = r == 0;
+    c.seed = seed_;
+    c.step = step_;
+    c.first_sample = (static_cast<std::uint64_t>(distributed::rank()) * replicas + r) * B;
     return c;
   }
 
@@ -660,6 +720,9 @@ class program {
   }
 
   detail::aligned_buffer<T> params_;
+  detail::aligned_buffer<T> state_;
+  bool training_ = true;
+  std::uint64_t seed_ = 0, step_ = 0;
   detail::aligned_buffer<T> input_;
   detail::aligned_buffer<T> output_;
   std::unique_ptr<replica[]> replicas_;

@@ -12,6 +12,7 @@
 //   rank(), ranks()        this process and how many there are
 //   is_primary()           rank 0: the one that prints and writes files
 //   allreduce_sum(data)    element-wise sum over all ranks, in place
+//   broadcast_from_primary(data)   rank 0's values on every rank
 //   all_equal(data)        true when every rank holds the same bytes
 //   abort(message)         prints and ends every rank of the job
 //
@@ -129,6 +130,15 @@ inline constexpr bool with_mpi = false;
 #endif
 
 inline bool is_primary() { return rank() == 0; }
+
+/// Every rank gets rank 0's values (an allreduce of rank 0's values and
+/// zeros elsewhere: exact, since x + 0 = x).
+template <class T>
+void broadcast_from_primary(std::span<T> data) {
+  if (ranks() == 1) return;
+  if (!is_primary()) std::fill(data.begin(), data.end(), T(0));
+  allreduce_sum(data);
+}
 
 /// This process's index among the ranks on its host (from the launcher's
 /// environment: Open MPI, MPICH, Slurm), 0 when launched alone. Replica

@@ -11,7 +11,19 @@
 //                                   reinterpreted (flatten): forward and
 //                                   backward are then never called
 //     reserve<B>(gemm_scratch&)     (optional) the products a batch of B runs
-//     forward(ctx), backward(ctx)   over a kiln::detail::layer_context
+//     workspace<B>                  (optional) scratch elements it borrows while it
+//                                   runs (shared by all layers: ctx.scratch)
+//     saved<B>                      (optional) elements it keeps from its forward
+//                                   to its backward (its own: ctx.saved)
+//     state                         (optional) a hana::tuple_t of param<...>: values
+//                                   it keeps but does not train (batch_norm's
+//                                   running statistics: ctx.state<Tag>())
+//     positions                     (optional) 1 + the positions of the layers it
+//                                   contains (residual, a model used as a layer)
+//     forward(ctx), backward(ctx)   over a kiln::detail::layer_context, which
+//                                   also says whether the step trains
+//                                   (ctx.training) and, for dropout, the seed,
+//                                   step and the replica's first sample
 //
 //   A shape the layer cannot take is a static_assert inside `bind`, whose
 //   condition names the layer, its position and the shape (see docs/models.md).

@@ -48,6 +48,7 @@
 #include <boost/hana/type.hpp>
 #include <boost/hana/unpack.hpp>
 
+#include <kiln/detail/chain.hpp>
 #include <kiln/detail/parameter_layout.hpp>
 #include <kiln/detail/type_name.hpp>
 #include <kiln/input.hpp>
@@ -69,69 +70,6 @@ inline constexpr bool model_entry_must_be_a_kiln_layer = kiln::Layer<Entry>;
 
 namespace detail {
 namespace hana = boost::hana;
-
-/// Binds Specs... in order, each to the output shape of the one before.
-/// (A plain recursive struct rather than hana::fold_left: when a layer
-/// rejects its input, the compiler's context then lists one short line per
-/// layer instead of a screenful of fold internals.)
-template <class Declared, class In, std::size_t Position, class Done, class... Todo>
-struct bind_chain;
-template <class Declared, class In, std::size_t Position, class... Done>
-struct bind_chain<Declared, In, Position, hana::basic_tuple<Done...>> {
-  static constexpr auto layers = hana::tuple_t<Done...>;
-};
-template <class Declared, class In, std::size_t Position, class... Done, class Spec, class... Rest>
-struct bind_chain<Declared, In, Position, hana::basic_tuple<Done...>, Spec, Rest...>
-    : bind_chain<Declared, typename Spec::template bind<In, Position, Declared>::output_shape, Position + 1,
-                 hana::basic_tuple<Done..., typename Spec::template bind<In, Position, Declared>>, Rest...> {};
-
-template <class Spec>
-struct declared_by {
-  using type = declared_parameters<>;
-};
-template <class Spec>
-requires requires { typename Spec::declared_parameters; }
-struct declared_by<Spec> {
-  using type = typename Spec::declared_parameters;
-};
-template <class... Lists>
-struct concat_declared;
-template <>
-struct concat_declared<> {
-  using type = declared_parameters<>;
-};
-template <class... P>
-struct concat_declared<declared_parameters<P...>> {
-  using type = declared_parameters<P...>;
-};
-template <class... P, class... Q, class... Rest>
-struct concat_declared<declared_parameters<P...>, declared_parameters<Q...>, Rest...>
-    : concat_declared<declared_parameters<P..., Q...>, Rest...> {};
-
-constexpr int resolve_init(init declared, init hint) {
-  return static_cast<int>(declared == init::automatic ? hint : declared);
-}
-
-template <class P, init Hint, class Owner>
-using stored_param_of =
-    stored_param<typename P::tag, typename P::shape_type, resolve_init(P::initializer, Hint),
-                 (P::shape_type::rank >= 2 ? P::shape_type::size / P::shape_type::extent(0) : P::shape_type::size),
-                 (P::shape_type::rank >= 2 ? P::shape_type::extent(0) : P::shape_type::size), Owner>;
-
-/// Every parameter of every bound layer, with `init::automatic` resolved from
-/// the layer that follows (He before relu, Glorot otherwise).
-template <class... Specs, class Bound>
-constexpr auto collect_parameters(Bound bound) {
-  constexpr std::array<init, sizeof...(Specs) + 1> hints{init_hint_of<Specs>()..., init::glorot_uniform};
-  auto per_layer = hana::transform(hana::to_tuple(hana::make_range(hana::size_c<0>, hana::length(bound))), [&](auto i) {
-    using B = typename decltype(+hana::at(bound, i))::type;
-    constexpr init hint = hints[decltype(i)::value + 1];
-    return hana::transform(B::parameters, [](auto p) {
-      return hana::type_c<stored_param_of<typename decltype(p)::type, hint, layer_at<B::position, typename B::spec>>>;
-    });
-  });
-  return hana::flatten(per_layer);
-}
 
 /// Every use of a tag after the first must want the first's stored shape.
 template <class First, class Again>
@@ -189,13 +127,15 @@ struct input_shape_of<I> {
   using type = typename I::shape_type;
 };
 
-template <class InShape, class Bound>
-constexpr auto last_output_shape(Bound bound) {
-  if constexpr (decltype(hana::length(bound))::value == 0) {
-    return hana::type_c<InShape>;
-  } else {
-    return hana::type_c<typename decltype(+hana::back(bound))::type::output_shape>;
-  }
+/// Calls f(bound layer, depth) for every layer, the contents of a layer that
+/// contains layers right after it (depth + 1).
+template <class Bound, class F>
+void for_each_nested(Bound bound, F&& f, int depth = 0) {
+  hana::for_each(bound, [&](auto t) {
+    using L = typename decltype(t)::type;
+    f(t, depth);
+    if constexpr (requires { L::chain::layers; }) for_each_nested(L::chain::layers, f, depth + 1);
+  });
 }
 
 }  // namespace detail
@@ -212,25 +152,36 @@ struct model {
   using input_shape_type = typename detail::input_shape_of<InputEntry>::type;
   static constexpr input_shape_type input_shape{};
 
-  /// The bound layers, in order (hana::tuple of hana::type).
   /// Parameters that layers declare whatever their input (by tag).
-  using declared = typename detail::concat_declared<typename detail::declared_by<Layers>::type...>::type;
-  static constexpr auto layers =
-      detail::bind_chain<declared, input_shape_type, 1, boost::hana::basic_tuple<>, Layers...>::layers;
+  using declared = detail::declared_of<Layers...>;
+  /// The model's layers as the body of a layer (a model used inside another).
+  template <class Declared, class In, std::size_t Position>
+  using chain = detail::sub_chain<Declared, In, Position, Layers...>;
+
+  using bound_chain = detail::bind_chain<declared, input_shape_type, 1, boost::hana::basic_tuple<>, Layers...>;
+  /// The bound layers, in order (hana::tuple of hana::type); a layer that
+  /// contains layers (residual, a model used as a layer) is one entry.
+  static constexpr auto layers = bound_chain::layers;
   static constexpr std::size_t layer_count = sizeof...(Layers);
 
   template <std::size_t I>
   using layer = typename decltype(+boost::hana::at_c<I>(layers))::type;
 
-  using output_shape_type = typename decltype(+detail::last_output_shape<input_shape_type>(layers))::type;
+  using output_shape_type = typename bound_chain::output_shape;
   static constexpr output_shape_type output_shape{};
 
   /// The flat-buffer layout: `parameters::template offset<Tag>`, `buffer_size`.
   /// One entry per distinct tag (hana::tuple of hana::type), in buffer order.
-  static constexpr auto parameter_list = detail::unique_by_tag(detail::collect_parameters<Layers...>(layers));
+  static constexpr auto parameter_list =
+      detail::unique_by_tag(detail::collect_parameters<detail::as_layer_t<Layers>...>(layers));
   using parameters = typename decltype(+detail::layout_of(parameter_list))::type;
   /// Trainable scalars; a tied weight counts once.
   static constexpr std::size_t parameter_count = parameters::count;
+
+  /// Values that layers keep but do not train (batch_norm's running
+  /// statistics): their own buffer, in this layout, saved in checkpoints.
+  static constexpr auto state_list = detail::collect_state(layers);
+  using state_layout = typename decltype(+detail::layout_of(state_list))::type;
 
   /// Where a batch of B samples of scalar type T lives in the workspace.
   template <std::size_t B, class T = float>
@@ -285,59 +236,78 @@ struct model {
     /// since layers run one after another.
     static constexpr std::size_t scratch_elements = [] {
       std::size_t m = 0;
-      boost::hana::for_each(layers, [&](auto t) {
-        using L = typename decltype(t)::type;
-        if constexpr (requires { L::template workspace<B>; }) m = std::max(m, L::template workspace<B>);
-      });
+      boost::hana::for_each(layers,
+                            [&](auto t) { m = std::max(m, detail::workspace_of<typename decltype(t)::type, B>()); });
       return detail::round_up(m, alignment);
     }();
     static constexpr std::size_t scratch_bytes = scratch_elements * sizeof(T);
+    /// What each layer keeps from its forward to its backward (the
+    /// activations inside a residual, attention probabilities), one region each.
+    static constexpr std::array<std::size_t, layer_count + 1> saved_offset = [] {
+      std::array<std::size_t, layer_count + 1> off{};
+      std::size_t at = 0, k = 0;
+      boost::hana::for_each(layers, [&](auto t) {
+        off[k++] = at;
+        at += detail::round_up(detail::saved_of<typename decltype(t)::type, B>(), alignment);
+      });
+      off[layer_count] = at;
+      return off;
+    }();
+    static constexpr std::size_t saved_elements = saved_offset[layer_count];
+    static constexpr std::size_t saved_bytes = saved_elements * sizeof(T);
 
     static constexpr std::size_t activation_bytes = activation_elements * sizeof(T);
     static constexpr std::size_t gradient_bytes = gradient_elements * sizeof(T);
     static constexpr std::size_t parameter_bytes = parameters::buffer_size * sizeof(T);
-    /// Parameters, their gradients, activations, activation gradients and scratch.
-    static constexpr std::size_t total_bytes = 2 * parameter_bytes + activation_bytes + gradient_bytes + scratch_bytes;
+    /// Parameters, their gradients, activations, activation gradients, scratch and saved values.
+    static constexpr std::size_t total_bytes =
+        2 * parameter_bytes + activation_bytes + gradient_bytes + scratch_bytes + saved_bytes;
   };
 
   /// The model as a table: one row per layer with its shapes, the
-  /// parameters it owns and the weights it shares with other layers.
+  /// parameters it owns and the weights it shares with other layers; the
+  /// layers inside a residual or a model used as a layer follow it, indented.
   static std::string summary() {
     namespace hana = boost::hana;
-    std::string out = fmt::format("{:>3}  {:<26} {:<16} {:<16} {:>12}  {}\n", "#", "layer", "input", "output",
+    std::string out = fmt::format("{:>3}  {:<34} {:<16} {:<16} {:>12}  {}\n", "#", "layer", "input", "output",
                                   "parameters", "shares");
-    out += fmt::format("{:>3}  {:<26} {:<16} {:<16} {:>12}\n", 0, "input", "", to_string(input_shape_type{}), "");
-    hana::for_each(layers, [&](auto t) {
+    out += fmt::format("{:>3}  {:<34} {:<16} {:<16} {:>12}\n", 0, "input", "", to_string(input_shape_type{}), "");
+    detail::for_each_nested(layers, [&](auto t, int depth) {
       using L = typename decltype(t)::type;
       std::size_t own = 0;
       std::string shares;
-      hana::for_each(L::parameters, [&](auto p) {
-        using P = typename decltype(p)::type;
-        const auto users = positions_using<typename P::tag>();
-        if (users.front() == L::position) own += P::shape_type::size;
-        if (users.size() > 1) {
-          shares += fmt::format("{}{} with layer{} ", shares.empty() ? "" : "; ", detail::type_name<typename P::tag>(),
-                                users.size() > 2 ? "s" : "");
-          bool first = true;
-          for (std::size_t u : users)
-            if (u != L::position) shares += fmt::format("{}{}", std::exchange(first, false) ? "" : ", ", u);
-        }
-      });
-      out += fmt::format("{:>3}  {:<26} {:<16} {:<16} {:>12}  {}\n", L::position, L::spec::name(),
-                         to_string(typename L::input_shape{}), to_string(typename L::output_shape{}), group_digits(own),
-                         shares);
+      if constexpr (!requires { L::chain::layers; }) {
+        hana::for_each(L::parameters, [&](auto p) {
+          using P = typename decltype(p)::type;
+          const auto users = positions_using<typename P::tag>();
+          if (users.front() == L::position) own += P::shape_type::size;
+          if (users.size() > 1) {
+            shares += fmt::format("{}{} with layer{} ", shares.empty() ? "" : "; ",
+                                  detail::type_name<typename P::tag>(), users.size() > 2 ? "s" : "");
+            bool first = true;
+            for (std::size_t u : users)
+              if (u != L::position) shares += fmt::format("{}{}", std::exchange(first, false) ? "" : ", ", u);
+          }
+        });
+      }
+      std::string name = std::string(2 * static_cast<std::size_t>(depth), ' ') + L::spec::name();
+      if (name.size() > 34) name = name.substr(0, 31) + "...";  // the full name is in signature()
+      out += fmt::format(
+          "{:>3}  {:<34} {:<16} {:<16} {:>12}  {}\n", L::position, name, to_string(typename L::input_shape{}),
+          to_string(typename L::output_shape{}), requires { L::chain::layers; } ? std::string() : group_digits(own),
+          shares);
     });
     out += fmt::format("total parameters: {}\n", group_digits(parameter_count));
     return out;
   }
 
   /// The model's identity as text: every layer's kind and shapes, every
-  /// parameter's tag and shape, in order. Derived from the type alone, so two
-  /// builds of one model agree; checkpoints carry it.
+  /// parameter's (and state value's) tag and shape, in order. Derived from
+  /// the type alone, so two builds of one model agree; checkpoints carry it.
   static std::string signature() {
     namespace hana = boost::hana;
     std::string s = fmt::format("input {}\n", to_string(input_shape_type{}));
-    hana::for_each(layers, [&](auto t) {
+    detail::for_each_nested(layers, [&](auto t, int) {
       using L = typename decltype(t)::type;
       s += fmt::format("{} {} {} -> {}\n", L::position, L::spec::name(), to_string(typename L::input_shape{}),
                        to_string(typename L::output_shape{}));
@@ -346,19 +316,26 @@ struct model {
       using P = typename decltype(p)::type;
       s += fmt::format("param {} {}\n", detail::type_name<typename P::tag>(), to_string(typename P::shape_type{}));
     });
+    hana::for_each(state_list, [&](auto p) {
+      using P = typename decltype(p)::type;
+      s += fmt::format("state {} {}\n", detail::type_name<typename P::tag>(), to_string(typename P::shape_type{}));
+    });
     return s;
   }
 
-  /// The 1-based positions of the layers that use the parameter Tag.
+  /// The 1-based positions of the layers that use the parameter Tag (layers
+  /// inside others included; not the layers that contain them).
   template <class Tag>
   static std::vector<std::size_t> positions_using() {
     std::vector<std::size_t> users;
-    boost::hana::for_each(layers, [&](auto t) {
+    detail::for_each_nested(layers, [&](auto t, int) {
       using L = typename decltype(t)::type;
-      bool uses = false;
-      boost::hana::for_each(L::parameters,
-                            [&](auto p) { uses = uses || std::is_same_v<typename decltype(p)::type::tag, Tag>; });
-      if (uses) users.push_back(L::position);
+      if constexpr (!requires { L::chain::layers; }) {
+        bool uses = false;
+        boost::hana::for_each(L::parameters,
+                              [&](auto p) { uses = uses || std::is_same_v<typename decltype(p)::type::tag, Tag>; });
+        if (uses) users.push_back(L::position);
+      }
     });
     return users;
   }

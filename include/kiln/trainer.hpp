@@ -272,6 +272,7 @@ class trainer {
                         std::span<std::size_t>(pick.data() + r * Program::batch_size, Program::batch_size));
         load(train, pick, B);
         optimizer_.lr = static_cast<float>(base_lr_ * o.schedule(step_, e) * lr_scale_);
+        program_.set_step(step_);  // dropout's masks follow the trainer's step, so a resumed run draws the same
         const loss_value r =
             program_.train_step(std::span<const target_type>(targets_), optimizer_, state_, o.clip_grad_norm);
         if (!std::isfinite(r.loss)) {
@@ -405,9 +406,18 @@ class trainer {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
 
-  /// Runs forward over `d` in batches of B, padding the last with zeros.
+  /// Runs forward over `d` in batches of B, padding the last with zeros, in
+  /// eval mode (dropout off, batch_norm on its running statistics; under MPI,
+  /// those of rank 0, so that every rank scores alike).
   template <class F>
   void for_each_batch(const dataset& d, F&& f, bool with_targets = true) {
+    struct eval_mode {
+      Program& p;
+      bool was = p.training();
+      explicit eval_mode(Program& q) : p(q) { p.set_training(false); }
+      ~eval_mode() { p.set_training(was); }
+    } mode{program_};
+    if (!program_.state().empty() && distributed::ranks() > 1) distributed::broadcast_from_primary(program_.state());
     std::array<std::size_t, B> pick;
     for (std::size_t first = 0; first < d.size(); first += B) {
       const std::size_t valid = std::min(B, d.size() - first);

@@ -16,11 +16,41 @@ import sys
 import torch
 
 
-def build(layers, dtype):
+class Residual(torch.nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+class CausalSelfAttention(torch.nn.Module):
+    """nn.MultiheadAttention over [batch, L, D] with a causal mask."""
+
+    def __init__(self, width, heads, length):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(width, heads, batch_first=True)
+        self.register_buffer("mask", torch.triu(torch.ones(length, length, dtype=torch.bool), 1))
+
+    def forward(self, x):
+        return self.mha(x, x, x, attn_mask=self.mask, need_weights=False)[0]
+
+
+class PositionEmbedding(torch.nn.Module):
+    def __init__(self, length, width):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.zeros(length, width))
+
+    def forward(self, x):
+        return x + self.table
+
+
+def build(layers, dtype, ties=None):
     """The network of `layers`; a dense entry may end with a tie name, and
     every dense layer with the same name shares one weight Parameter."""
     mods = []
-    ties = {}
+    ties = {} if ties is None else ties
     for layer in layers:
         kind = layer[0]
         if kind == "dense":
@@ -51,6 +81,22 @@ def build(layers, dtype):
             mods.append(torch.nn.MaxPool2d(layer[1], layer[2]))
         elif kind == "avg_pool":
             mods.append(torch.nn.AvgPool2d(layer[1], layer[2]))
+        elif kind == "batch_norm":  # channels, rank of the sample
+            mods.append(torch.nn.BatchNorm2d(layer[1]) if layer[2] == 3 else torch.nn.BatchNorm1d(layer[1]))
+        elif kind == "residual":
+            mods.append(Residual(build(layer[1], dtype, ties)))
+        elif kind == "sequential":
+            mods.append(build(layer[1], dtype, ties))
+        elif kind == "attention":  # width, heads, length
+            mods.append(CausalSelfAttention(layer[1], layer[2], layer[3]))
+        elif kind == "position_embedding":
+            mods.append(PositionEmbedding(layer[1], layer[2]))
+        elif kind == "transformer_block":  # width, heads, hidden, length
+            d, h, hidden, length = layer[1:]
+            mods.append(torch.nn.Sequential(
+                Residual(torch.nn.Sequential(torch.nn.LayerNorm(d), CausalSelfAttention(d, h, length))),
+                Residual(torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.Linear(d, hidden), torch.nn.GELU(),
+                                             torch.nn.Linear(hidden, d)))))
         else:
             raise ValueError(kind)
     return torch.nn.Sequential(*mods).to(dtype)
@@ -96,8 +142,9 @@ def main():
             x = torch.tensor(step["x"], dtype=dtype).reshape([4] + case["input_shape"])
             opt.zero_grad()
             y = net(x)
-            if case["loss"].startswith("softmax_cross_entropy"):
-                loss = torch.nn.functional.cross_entropy(y, torch.tensor(step["t"], dtype=torch.long))
+            if case["loss"].startswith("softmax_cross_entropy"):  # a sequence: every position is one classification
+                loss = torch.nn.functional.cross_entropy(y.reshape(-1, y.shape[-1]),
+                                                         torch.tensor(step["t"], dtype=torch.long))
             else:
                 loss = torch.nn.functional.mse_loss(y, torch.tensor(step["t"], dtype=dtype).reshape(y.shape))
             loss.backward()
@@ -110,6 +157,12 @@ def main():
         for i, (p, w) in enumerate(zip(params, case["final"])):
             worst[case["name"]] = max(worst[case["name"]],
                                       compare(f"{case['name']} final parameter {i}", w, p, dtype, failures) or 0)
+        # batch_norm's running statistics (mean, then variance, per layer) after the steps
+        running = [b for name, b in net.named_buffers() if name.endswith(("running_mean", "running_var"))]
+        assert len(running) == len(case["state"]), case["name"]
+        for i, (b, s) in enumerate(zip(running, case["state"])):
+            worst[case["name"]] = max(worst[case["name"]],
+                                      compare(f"{case['name']} running statistic {i}", s, b, dtype, failures) or 0)
     for name, err in worst.items():
         print(f"{name}: worst relative difference from PyTorch {err:.3g}")
     if failures:

@@ -3,17 +3,21 @@
 #include <kiln/detail/internal_header.hpp>
 
 #include <cstddef>
+#include <cstdint>
 
 #include <kiln/detail/gemm.hpp>
+#include <kiln/detail/parameter_layout.hpp>
 
 namespace kiln::detail {
 
 /// Views of one layer's slice of the program for one step. Activations are
 /// column-major `features × batch` (one sample per column, contiguous), i.e.
 /// the row-major [batch, features] layout of PyTorch.
-template <class T, std::size_t B, class Layout>
+template <class T, std::size_t B, class Layout, class StateLayout = parameter_layout<>>
 struct layer_context {
   using scalar = T;
+  using layout = Layout;
+  using state_layout = StateLayout;
   static constexpr std::size_t batch = B;
 
   const T* x = nullptr;   ///< input activations
@@ -24,6 +28,14 @@ struct layer_context {
   T* dw = nullptr;        ///< the flat gradient buffer
   gemm_scratch<T>* gemm = nullptr;
   T* scratch = nullptr;  ///< the layer's `workspace<B>` elements, if it declared any
+  T* saved = nullptr;    ///< the layer's `saved<B>` elements: kept from its forward to its backward
+  T* st = nullptr;       ///< the model's state buffer (running statistics), shared by replicas
+
+  bool training = true;            ///< train mode (dropout drops, batch_norm uses batch statistics)
+  bool keeps_state = true;         ///< this replica updates the state buffer (replica 0 of each process)
+  std::uint64_t seed = 0;          ///< the program's seed (dropout masks derive from it)
+  std::uint64_t step = 0;          ///< the training step (dropout masks change with it)
+  std::uint64_t first_sample = 0;  ///< the global index of this replica's first sample
 
   template <class Tag>
   const T* param() const {
@@ -32,6 +44,21 @@ struct layer_context {
   template <class Tag>
   T* grad() const {
     return dw + Layout::template offset<Tag>;
+  }
+  template <class Tag>
+  T* state() const {
+    return st + StateLayout::template offset<Tag>;
+  }
+
+  /// The same views for a layer run over `Rows` times as many columns
+  /// (kiln::position_wise: every position of every sample is one column).
+  template <std::size_t Rows>
+  layer_context<T, B * Rows, Layout, StateLayout> widen() const {
+    layer_context<T, B * Rows, Layout, StateLayout> c;
+    c.x = x, c.y = y, c.dy = dy, c.dx = dx, c.w = w, c.dw = dw, c.gemm = gemm, c.scratch = scratch, c.saved = saved;
+    c.st = st, c.training = training, c.keeps_state = keeps_state, c.seed = seed, c.step = step;
+    c.first_sample = first_sample * Rows;
+    return c;
   }
 };
 

@@ -1,0 +1,417 @@
+// kiln/detail/chain.hpp — binding a list of layer specs, one after another.
+//
+// Used by kiln::model for its layers, and by the layers that contain layers
+// (kiln::residual, a model used as a layer, kiln::transformer_block), which
+// run a `sub_chain` inside their own forward and backward.
+//
+// POSITIONS
+//   Layers are numbered 1, 2, … in the order they appear, nested layers
+//   included: a layer that contains others takes its own position and those
+//   of its contents (`positions`), so every layer, however deep, has one
+//   number (used in diagnostics, in the summary and in automatic tags).
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/at.hpp>
+#include <boost/hana/basic_tuple.hpp>
+#include <boost/hana/flatten.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/length.hpp>
+#include <boost/hana/prepend.hpp>
+#include <boost/hana/range.hpp>
+#include <boost/hana/transform.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include <kiln/detail/gemm.hpp>
+#include <kiln/detail/parameter_layout.hpp>
+#include <kiln/detail/type_name.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+
+namespace kiln::diagnostics {
+template <class LayerAt, class DeclaredInput, class ReceivedInput>
+inline constexpr bool a_model_used_as_a_layer_receives_the_input_it_declares =
+    std::is_same_v<DeclaredInput, ReceivedInput>;
+}  // namespace kiln::diagnostics
+
+namespace kiln::detail {
+namespace hana = boost::hana;
+
+template <class M>
+struct submodel;
+
+/// The layer spec of a model entry: the entry itself, or, for a model used as
+/// a layer (`struct encoder : model<...> {}`), its adapter.
+template <class Spec>
+struct as_layer {
+  using type = Spec;
+};
+template <class Spec>
+requires requires { typename Spec::kiln_model; }
+struct as_layer<Spec> {
+  using type = submodel<Spec>;
+};
+template <class Spec>
+using as_layer_t = typename as_layer<Spec>::type;
+
+/// How many positions a bound layer takes: 1, plus those of its contents.
+template <class Bound>
+constexpr std::size_t positions_of() {
+  if constexpr (requires { Bound::positions; }) {
+    return Bound::positions;
+  } else {
+    return 1;
+  }
+}
+
+template <class Spec, class In, std::size_t Position, class Declared>
+using bound_t = typename as_layer_t<Spec>::template bind<In, Position, Declared>;
+
+/// Binds Specs... in order, each to the output shape of the one before.
+/// (A plain recursive struct rather than hana::fold_left: when a layer
+/// rejects its input, the compiler's context then lists one short line per
+/// layer instead of a screenful of fold internals.)
+template <class Declared, class In, std::size_t Position, class Done, class... Todo>
+struct bind_chain;
+template <class Declared, class In, std::size_t Position, class... Done>
+struct bind_chain<Declared, In, Position, hana::basic_tuple<Done...>> {
+  static constexpr auto layers = hana::tuple_t<Done...>;
+  static constexpr std::size_t next_position = Position;
+  using output_shape = In;
+};
+template <class Declared, class In, std::size_t Position, class... Done, class Spec, class... Rest>
+struct bind_chain<Declared, In, Position, hana::basic_tuple<Done...>, Spec, Rest...>
+    : bind_chain<Declared, typename bound_t<Spec, In, Position, Declared>::output_shape,
+                 Position + positions_of<bound_t<Spec, In, Position, Declared>>(),
+                 hana::basic_tuple<Done..., bound_t<Spec, In, Position, Declared>>, Rest...> {};
+
+template <class Spec>
+struct declared_by {
+  using type = declared_parameters<>;
+};
+template <class Spec>
+requires requires { typename as_layer_t<Spec>::declared_parameters; }
+struct declared_by<Spec> {
+  using type = typename as_layer_t<Spec>::declared_parameters;
+};
+template <class... Lists>
+struct concat_declared;
+template <>
+struct concat_declared<> {
+  using type = declared_parameters<>;
+};
+template <class... P>
+struct concat_declared<declared_parameters<P...>> {
+  using type = declared_parameters<P...>;
+};
+template <class... P, class... Q, class... Rest>
+struct concat_declared<declared_parameters<P...>, declared_parameters<Q...>, Rest...>
+    : concat_declared<declared_parameters<P..., Q...>, Rest...> {};
+/// Every parameter that Specs... (and what they contain) declare by tag.
+template <class... Specs>
+using declared_of = typename concat_declared<typename declared_by<Specs>::type...>::type;
+
+constexpr int resolve_init(init declared, init hint) {
+  return static_cast<int>(declared == init::automatic ? hint : declared);
+}
+
+template <class P, init Hint, class Owner>
+struct stored_param_for {
+  using type =
+      stored_param<typename P::tag, typename P::shape_type, resolve_init(P::initializer, Hint),
+                   (P::shape_type::rank >= 2 ? P::shape_type::size / P::shape_type::extent(0) : P::shape_type::size),
+                   (P::shape_type::rank >= 2 ? P::shape_type::extent(0) : P::shape_type::size), Owner>;
+};
+/// A parameter a contained layer already resolved keeps its initialiser and owner.
+template <class P, init Hint, class Owner>
+requires requires { typename P::owner; }
+struct stored_param_for<P, Hint, Owner> {
+  using type = P;
+};
+
+/// Every parameter of every bound layer, with `init::automatic` resolved from
+/// the layer that follows (He before relu, Glorot otherwise).
+template <class... Specs, class Bound>
+constexpr auto collect_parameters(Bound bound) {
+  constexpr std::array<init, sizeof...(Specs) + 1> hints{init_hint_of<Specs>()..., init::glorot_uniform};
+  auto per_layer = hana::transform(hana::to_tuple(hana::make_range(hana::size_c<0>, hana::length(bound))), [&](auto i) {
+    using B = typename decltype(+hana::at(bound, i))::type;
+    constexpr init hint = hints[decltype(i)::value + 1];
+    return hana::transform(B::parameters, [](auto p) {
+      return hana::type_c<
+          typename stored_param_for<typename decltype(p)::type, hint, layer_at<B::position, typename B::spec>>::type>;
+    });
+  });
+  return hana::flatten(per_layer);
+}
+
+/// The state (non-trained values such as running statistics) of a bound layer.
+template <class B>
+constexpr auto state_of() {
+  if constexpr (requires { B::state; }) {
+    return B::state;
+  } else {
+    return hana::tuple_t<>;
+  }
+}
+template <class Bound>
+constexpr auto collect_state(Bound bound) {
+  return hana::flatten(hana::transform(bound, [](auto t) {
+    using B = typename decltype(t)::type;
+    return hana::transform(state_of<B>(), [](auto p) {
+      return hana::type_c<typename stored_param_for<typename decltype(p)::type, init::zeros,
+                                                    layer_at<B::position, typename B::spec>>::type>;
+    });
+  }));
+}
+
+/// Every bound layer, those inside others right after the layer that holds them.
+template <class Bound>
+constexpr auto flatten_nested(Bound bound) {
+  return hana::flatten(hana::transform(bound, [](auto t) {
+    using L = typename decltype(t)::type;
+    if constexpr (requires { L::chain::layers; }) {
+      return hana::prepend(flatten_nested(L::chain::layers), t);
+    } else {
+      return hana::make_tuple(t);
+    }
+  }));
+}
+
+/// Elements a bound layer keeps from forward to backward / borrows while it runs.
+template <class L, std::size_t B>
+constexpr std::size_t saved_of() {
+  if constexpr (requires { L::template saved<B>; }) {
+    return L::template saved<B>;
+  } else {
+    return 0;
+  }
+}
+template <class L, std::size_t B>
+constexpr std::size_t workspace_of() {
+  if constexpr (requires { L::template workspace<B>; }) {
+    return L::template workspace<B>;
+  } else {
+    return 0;
+  }
+}
+
+/// Specs... bound one after another from input In, run as one: the body of
+/// a layer that contains layers. Its memory, all inside the containing
+/// layer's `saved` (kept) and `workspace` (borrowed) elements:
+///   saved     = [output of each computing layer | each layer's own saved]
+///   workspace = [two gradient buffers | the largest workspace of a layer]
+template <class Declared, Shape In, std::size_t Position, class... Specs>
+struct sub_chain {
+  using bound = bind_chain<Declared, In, Position, hana::basic_tuple<>, Specs...>;
+  static constexpr auto layers = bound::layers;
+  static constexpr std::size_t count = sizeof...(Specs);
+  /// Positions taken by the contents.
+  static constexpr std::size_t positions = bound::next_position - Position;
+  using output_shape = typename bound::output_shape;
+  template <std::size_t I>
+  using layer = typename decltype(+hana::at_c<I>(layers))::type;
+
+  static constexpr auto parameters = collect_parameters<as_layer_t<Specs>...>(layers);
+  static constexpr auto state = collect_state(layers);
+
+  template <std::size_t B>
+  struct plan {
+    /// Layer k's output is stored at index store[k] (its own, or that of the
+    /// layer it views; −1: the chain's input).
+    static constexpr std::array<int, count> store = [] {
+      std::array<int, count> s{};
+      int k = 0;
+      hana::for_each(layers, [&](auto t) {
+        s[static_cast<std::size_t>(k)] =
+            decltype(t)::type::is_view ? (k == 0 ? -1 : s[static_cast<std::size_t>(k - 1)]) : k;
+        ++k;
+      });
+      return s;
+    }();
+    static constexpr std::array<std::size_t, count + 1> output_offset = [] {
+      std::array<std::size_t, count + 1> o{};
+      std::size_t at = 0, k = 0;
+      hana::for_each(layers, [&](auto t) {
+        using L = typename decltype(t)::type;
+        o[k++] = at;
+        if (!L::is_view) at += round_up(L::output_shape::size * B, parameter_alignment);
+      });
+      o[count] = at;
+      return o;
+    }();
+    static constexpr std::size_t activation_elements = output_offset[count];
+    static constexpr std::array<std::size_t, count + 1> saved_offset = [] {
+      std::array<std::size_t, count + 1> o{};
+      std::size_t at = activation_elements, k = 0;
+      hana::for_each(layers, [&](auto t) {
+        o[k++] = at;
+        at += round_up(saved_of<typename decltype(t)::type, B>(), parameter_alignment);
+      });
+      o[count] = at;
+      return o;
+    }();
+    static constexpr std::size_t saved_elements = saved_offset[count];
+    static constexpr std::size_t slot_elements = [] {
+      std::size_t m = In::size;
+      hana::for_each(layers, [&](auto t) { m = std::max(m, decltype(t)::type::output_shape::size); });
+      return round_up(m * B, parameter_alignment);
+    }();
+    static constexpr std::size_t workspace_elements = [] {
+      std::size_t m = 0;
+      hana::for_each(layers, [&](auto t) { m = std::max(m, workspace_of<typename decltype(t)::type, B>()); });
+      return 2 * slot_elements + m;
+    }();
+  };
+
+  template <std::size_t B, class T>
+  static void reserve(gemm_scratch<T>& g) {
+    hana::for_each(layers, [&](auto t) {
+      using L = typename decltype(t)::type;
+      if constexpr (requires { L::template reserve<B, T>(g); }) L::template reserve<B, T>(g);
+    });
+  }
+
+  /// Where layer I's output is (I = −1: the chain's input, c.x).
+  template <int I, class Ctx>
+  static auto* output_of(const Ctx& c) {
+    using T = typename Ctx::scalar;
+    if constexpr (I < 0) {
+      return c.x;
+    } else {
+      constexpr int s = plan<Ctx::batch>::store[I];
+      if constexpr (s < 0) {
+        return c.x;
+      } else {
+        return static_cast<const T*>(c.saved + plan<Ctx::batch>::output_offset[s]);
+      }
+    }
+  }
+  /// The chain's output (inside the caller's saved elements).
+  template <class Ctx>
+  static const typename Ctx::scalar* output(const Ctx& c) {
+    return output_of<static_cast<int>(count) - 1>(c);
+  }
+
+  template <std::size_t I, class Ctx>
+  static Ctx context_of(const Ctx& c) {
+    using P = plan<Ctx::batch>;
+    Ctx s = c;
+    s.x = output_of<static_cast<int>(I) - 1>(c);
+    s.y = c.saved + P::output_offset[I];
+    s.saved = c.saved + P::saved_offset[I];
+    s.scratch = c.scratch + 2 * P::slot_elements;
+    return s;
+  }
+
+  /// Runs the contents on c.x; c.saved and c.scratch are the chain's.
+  template <class Ctx>
+  static void forward(const Ctx& c) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (
+          [&] {
+            if constexpr (!layer<I>::is_view) layer<I>::forward(context_of<I>(c));
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<count>{});
+  }
+
+  template <std::size_t I>
+  static constexpr bool first_computing() {
+    bool any = false;
+    [&]<std::size_t... J>(std::index_sequence<J...>) { ((any = any || !layer<J>::is_view), ...); }
+    (std::make_index_sequence<I>{});
+    return !any;
+  }
+
+  /// Gradients of the contents' parameters from c.dy (the gradient of the
+  /// chain's output), and the input gradient into c.dx unless it is null.
+  template <class Ctx>
+  static void backward(const Ctx& c) {
+    using T = typename Ctx::scalar;
+    const T* g = c.dy;
+    int current = -1;
+    bool reached_input = false;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (
+          [&] {
+            constexpr std::size_t k = count - 1 - I;
+            using L = layer<k>;
+            if constexpr (!L::is_view) {
+              Ctx s = context_of<k>(c);
+              s.dy = g;
+              if constexpr (first_computing<k>()) {
+                s.dx = c.dx;
+                reached_input = true;
+              } else {
+                current = current == 0 ? 1 : 0;
+                s.dx = c.scratch + static_cast<std::size_t>(current) * plan<Ctx::batch>::slot_elements;
+              }
+              L::backward(s);
+              g = s.dx;
+            }
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<count>{});
+    if (!reached_input && c.dx) std::copy_n(g, In::size * Ctx::batch, c.dx);
+  }
+};
+
+/// The members of a layer whose body is a sub_chain (residual, a model used
+/// as a layer, transformer_block): its positions, parameters, state and memory.
+template <class Chain>
+struct chain_layer {
+  using chain = Chain;
+  static constexpr std::size_t positions = 1 + Chain::positions;
+  static constexpr auto parameters = Chain::parameters;
+  static constexpr auto state = Chain::state;
+  template <std::size_t B>
+  static constexpr std::size_t saved = Chain::template plan<B>::saved_elements;
+  template <std::size_t B>
+  static constexpr std::size_t workspace = Chain::template plan<B>::workspace_elements;
+  template <std::size_t B, class T>
+  static void reserve(gemm_scratch<T>& g) {
+    Chain::template reserve<B, T>(g);
+  }
+};
+
+/// A model used as a layer of another model: its layers run in place, bound
+/// at the positions that follow its own, and its output is its last layer's.
+template <class M>
+struct submodel {
+  using kiln_layer = void;
+  using declared_parameters = typename M::declared;
+  static std::string name() { return std::string(type_name<M>()); }
+
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind : bound_layer_base<submodel, In, Position>,
+                chain_layer<typename M::template chain<Declared, typename M::input_shape_type, Position + 1>> {
+    static_assert(diagnostics::a_model_used_as_a_layer_receives_the_input_it_declares<layer_at<Position, M>,
+                                                                                      typename M::input_shape_type, In>,
+                  "kiln::model used as a layer: it must receive the input<...> shape it declares");
+    using body = typename M::template chain<Declared, typename M::input_shape_type, Position + 1>;
+    using output_shape = typename body::output_shape;
+
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      body::forward(c);
+      std::copy_n(body::output(c), output_shape::size * Ctx::batch, c.y);
+    }
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      body::backward(c);
+    }
+  };
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,187 @@
+// kiln/layers/attention.hpp — causal multi-head self-attention.
+//
+// WHAT IT COMPUTES   for a sequence x of L positions of width D, with
+//                    H = Heads heads of width d = D / H (PyTorch's
+//                    nn.MultiheadAttention(D, H) with a causal mask):
+//                      [q k v] = x·W_inᵀ + b_in          (each L × D)
+//                      per head h:  P_h = softmax(q_h·k_hᵀ / √d + M),
+//                                   M[i][j] = −∞ for j > i (no looking ahead)
+//                                   o_h = P_h · v_h
+//                      y = [o_1 … o_H]·W_outᵀ + b_out
+// SHAPE CONTRACT     input shape<L, D> → output shape<L, D>; parameters
+//                    W_in shape<3D, D>, b_in shape<3D> (zeros), W_out
+//                    shape<D, D>, b_out shape<D> (zeros), in this order
+//                    (nn.MultiheadAttention's in_proj_weight, in_proj_bias,
+//                    out_proj.weight, out_proj.bias).
+// REQUIREMENTS       rank-2 input; Heads ≥ 1 and Heads divides D.
+// MEMORY             keeps q, k, v, the attention probabilities (H·L·L per
+//                    sample) and the heads' outputs for backward: the cost of
+//                    a static sequence length is known at compile time
+//                    (Model::memory_plan<B>::saved_bytes).
+// THREAD SAFETY      stateless.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+
+#include <Eigen/Core>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include <kiln/detail/layer_context.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+
+namespace kiln {
+
+namespace diagnostics {
+template <class LayerAt, class InputShape>
+inline constexpr bool attention_input_must_be_a_sequence_shape_L_D = InputShape::rank == 2;
+template <class LayerAt, std::size_t Width, std::size_t Heads>
+inline constexpr bool attention_heads_must_divide_the_width = Heads > 0 && Width % Heads == 0;
+}  // namespace diagnostics
+
+template <std::size_t Heads>
+struct causal_self_attention {
+  using kiln_layer = void;
+  static std::string name() { return "causal_self_attention<" + std::to_string(Heads) + ">"; }
+
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind : bound_layer_base<causal_self_attention, In, Position> {
+    static_assert(
+        diagnostics::attention_input_must_be_a_sequence_shape_L_D<layer_at<Position, causal_self_attention>, In>,
+        "kiln::causal_self_attention: the input must be a sequence shape<L, D> (rank 2)");
+    static constexpr std::size_t L = In::rank == 2 ? In::extent(0) : 1;
+    static constexpr std::size_t D = In::size / L;
+    static_assert(
+        diagnostics::attention_heads_must_divide_the_width<layer_at<Position, causal_self_attention>, D, Heads>,
+        "kiln::causal_self_attention<Heads>: Heads must divide the width D of the input shape<L, D>");
+    static constexpr std::size_t H = Heads > 0 && D % Heads == 0 ? Heads : 1;
+    static constexpr std::size_t dh = D / H;
+    using output_shape = In;
+
+    using in_weight = detail::auto_tag<Position, 0>;
+    using in_bias = detail::auto_tag<Position, 1>;
+    using out_weight = detail::auto_tag<Position, 2>;
+    using out_bias = detail::auto_tag<Position, 3>;
+    static constexpr auto parameters = boost::hana::tuple_t<
+        param<in_weight, shape<3 * D, D>, init::glorot_uniform>, param<in_bias, shape<3 * D>, init::zeros>,
+        param<out_weight, shape<D, D>, init::glorot_uniform>, param<out_bias, shape<D>, init::zeros>>;
+
+    static constexpr std::size_t align(std::size_t n) { return (n + 15) / 16 * 16; }
+    // saved: [q k v: 3D × L·B | probabilities: H·L·L per sample | heads' outputs: D × L·B]
+    template <std::size_t B>
+    static constexpr std::size_t probabilities_at = align(3 * D * L * B);
+    template <std::size_t B>
+    static constexpr std::size_t heads_at = probabilities_at<B> + align(H* L* L* B);
+    template <std::size_t B>
+    static constexpr std::size_t saved = heads_at<B> + align(D* L* B);
+    // workspace: [dO: D × L·B | d[q k v]: 3D × L·B | dP: L × L]
+    template <std::size_t B>
+    static constexpr std::size_t workspace = align(D* L* B) + align(3 * D * L * B) + align(L* L);
+
+    template <std::size_t B, class T>
+    static void reserve(detail::gemm_scratch<T>& g) {
+      constexpr auto n = static_cast<detail::index>(L * B);
+      g.reserve(3 * D, n, D);
+      g.reserve(L, L, dh);
+      g.reserve(dh, L, L);
+      g.reserve(D, n, D);
+      g.reserve(D, D, n);
+      g.reserve(D, 3 * D, n);
+      g.reserve(D, n, 3 * D);
+    }
+
+    template <class T>
+    static void add_bias(T* out, const T* bias, std::size_t rows, std::size_t cols) {
+      for (std::size_t j = 0; j < cols; ++j) std::copy_n(bias, rows, out + j * rows);
+    }
+
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      constexpr std::size_t B = Ctx::batch, n = L * B;
+      T* qkv = c.saved;
+      T* probs = c.saved + probabilities_at<B>;
+      T* heads = c.saved + heads_at<B>;
+      add_bias(qkv, c.template param<in_bias>(), 3 * D, n);
+      c.gemm->template run<true, false>(3 * D, n, D, c.template param<in_weight>(), D, c.x, D, qkv, 3 * D, true);
+      const T scale = T(1) / std::sqrt(static_cast<T>(dh));
+      for (std::size_t b = 0; b < B; ++b) {
+        for (std::size_t h = 0; h < H; ++h) {
+          const T* q = qkv + b * L * 3 * D + h * dh;
+          const T* k = q + D;
+          const T* v = q + 2 * D;
+          T* p = probs + (b * H + h) * L * L;  // column i: query i's weights over keys j
+          c.gemm->template run<true, false>(L, L, dh, k, 3 * D, q, 3 * D, p, L, false);
+          for (std::size_t i = 0; i < L; ++i) {
+            T* col = p + i * L;
+            T top = -std::numeric_limits<T>::infinity();
+            for (std::size_t j = 0; j <= i; ++j) top = std::max(top, col[j] * scale);
+            T sum = 0;
+            for (std::size_t j = 0; j <= i; ++j) sum += col[j] = std::exp(col[j] * scale - top);
+            const T inv = T(1) / sum;
+            for (std::size_t j = 0; j <= i; ++j) col[j] *= inv;
+            for (std::size_t j = i + 1; j < L; ++j) col[j] = T(0);
+          }
+          c.gemm->template run<false, false>(dh, L, L, v, 3 * D, p, L, heads + b * L * D + h * dh, D, false);
+        }
+      }
+      add_bias(c.y, c.template param<out_bias>(), D, n);
+      c.gemm->template run<true, false>(D, n, D, c.template param<out_weight>(), D, heads, D, c.y, D, true);
+    }
+
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      using T = typename Ctx::scalar;
+      constexpr std::size_t B = Ctx::batch, n = L * B;
+      using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+      using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+      const T* qkv = c.saved;
+      const T* probs = c.saved + probabilities_at<B>;
+      const T* heads = c.saved + heads_at<B>;
+      T* d_heads = c.scratch;
+      T* d_qkv = c.scratch + align(D * n);
+      T* d_p = d_qkv + align(3 * D * n);
+      // y = W_outᶜᵀ·heads + b_out
+      c.gemm->template run<false, true>(D, D, n, heads, D, c.dy, D, c.template grad<out_weight>(), D, true);
+      Eigen::Map<vector>(c.template grad<out_bias>(), D) += Eigen::Map<const matrix>(c.dy, D, n).rowwise().sum();
+      c.gemm->template run<false, false>(D, n, D, c.template param<out_weight>(), D, c.dy, D, d_heads, D, false);
+      const T scale = T(1) / std::sqrt(static_cast<T>(dh));
+      for (std::size_t b = 0; b < B; ++b) {
+        for (std::size_t h = 0; h < H; ++h) {
+          const std::size_t at = b * L * 3 * D + h * dh;
+          const T* q = qkv + at;
+          const T* k = q + D;
+          const T* v = q + 2 * D;
+          const T* p = probs + (b * H + h) * L * L;
+          const T* dout = d_heads + b * L * D + h * dh;
+          c.gemm->template run<false, true>(dh, L, L, dout, D, p, L, d_qkv + at + 2 * D, 3 * D, false);  // dv
+          c.gemm->template run<true, false>(L, L, dh, v, 3 * D, dout, D, d_p, L, false);                 // dP
+          for (std::size_t i = 0; i < L; ++i) {  // through the softmax and the scale: dS
+            const T* pc = p + i * L;
+            T* dc = d_p + i * L;
+            T dot = 0;
+            for (std::size_t j = 0; j <= i; ++j) dot += pc[j] * dc[j];
+            for (std::size_t j = 0; j <= i; ++j) dc[j] = pc[j] * (dc[j] - dot) * scale;
+            for (std::size_t j = i + 1; j < L; ++j) dc[j] = T(0);
+          }
+          c.gemm->template run<false, true>(dh, L, L, q, 3 * D, d_p, L, d_qkv + at + D, 3 * D, false);  // dk
+          c.gemm->template run<false, false>(dh, L, L, k, 3 * D, d_p, L, d_qkv + at, 3 * D, false);     // dq
+        }
+      }
+      c.gemm->template run<false, true>(D, 3 * D, n, c.x, D, d_qkv, 3 * D, c.template grad<in_weight>(), D, true);
+      Eigen::Map<vector>(c.template grad<in_bias>(), 3 * D) +=
+          Eigen::Map<const matrix>(d_qkv, 3 * D, n).rowwise().sum();
+      if (c.dx)
+        c.gemm->template run<false, false>(D, n, 3 * D, c.template param<in_weight>(), D, d_qkv, 3 * D, c.dx, D, false);
+    }
+  };
+};
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+// kiln/layers/position_wise.hpp — one layer applied to every position of a sequence.
+//
+// WHAT IT COMPUTES   for a sequence x of L rows of D values, row i of the
+//                    output is Layer(row i of x), with the same weights for
+//                    every row (the Transformer's position-wise feed-forward;
+//                    PyTorch's nn.Linear on a [batch, L, D] tensor).
+// SHAPE CONTRACT     input shape<L, D> → shape<L, E>, where Layer maps
+//                    shape<D> to shape<E>; the parameters are Layer's.
+// REQUIREMENTS       the input has rank 2; Layer takes a vector and gives a vector.
+// COST               Layer runs once over L × B columns: a dense layer is one
+//                    GEMM for the whole step.
+// THREAD SAFETY      as Layer.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <cstddef>
+#include <string>
+
+#include <kiln/detail/chain.hpp>
+#include <kiln/detail/layer_context.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+
+namespace kiln {
+
+namespace diagnostics {
+template <class LayerAt, class InputShape>
+inline constexpr bool position_wise_input_must_be_a_sequence_of_rank_2 = InputShape::rank == 2;
+template <class LayerAt, class RowOutputShape>
+inline constexpr bool position_wise_layer_must_give_a_vector_per_position = RowOutputShape::rank == 1;
+}  // namespace diagnostics
+
+template <class Layer>
+struct position_wise {
+  using kiln_layer = void;
+  using declared_parameters = typename detail::declared_by<Layer>::type;
+  static constexpr init init_hint = init_hint_of<Layer>();
+  static std::string name() { return "position_wise<" + detail::as_layer_t<Layer>::name() + ">"; }
+
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind : bound_layer_base<position_wise, In, Position> {
+    static_assert(diagnostics::position_wise_input_must_be_a_sequence_of_rank_2<layer_at<Position, position_wise>, In>,
+                  "kiln::position_wise<Layer>: the input must be a sequence shape<L, D> (rank 2)");
+    static constexpr std::size_t rows = In::rank == 2 ? In::extent(0) : 1;
+    using row_shape = shape<In::size / rows>;
+    using inner = detail::bound_t<Layer, row_shape, Position, Declared>;
+    static_assert(diagnostics::position_wise_layer_must_give_a_vector_per_position<layer_at<Position, position_wise>,
+                                                                                   typename inner::output_shape>,
+                  "kiln::position_wise<Layer>: Layer must map a vector to a vector");
+    using output_shape = shape<rows, inner::output_shape::size>;
+    static constexpr std::size_t positions = detail::positions_of<inner>();
+    static constexpr auto parameters = inner::parameters;
+    static constexpr auto state = detail::state_of<inner>();
+    static constexpr bool is_view = inner::is_view;
+    template <std::size_t B>
+    static constexpr std::size_t saved = detail::saved_of<inner, B * rows>();
+    template <std::size_t B>
+    static constexpr std::size_t workspace = detail::workspace_of<inner, B * rows>();
+    template <std::size_t B, class T>
+    static void reserve(detail::gemm_scratch<T>& g) {
+      if constexpr (requires { inner::template reserve<B * rows, T>(g); }) inner::template reserve<B * rows, T>(g);
+    }
+
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      inner::forward(c.template widen<rows>());
+    }
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      inner::backward(c.template widen<rows>());
+    }
+  };
+};
+
+}  // namespace kiln
