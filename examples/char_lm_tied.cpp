@@ -45,15 +45,8 @@ std::string sample(const Trained& trained, std::vector<std::uint32_t> window, st
   for (std::size_t i = 0; i < length; ++i) {
     std::copy(window.end() - context, window.end(), one.input().begin());
     one.forward();
-    // Softmax with temperature 0.8, then draw a character.
     const auto logits = one.output();
-    const float top = *std::max_element(logits.begin(), logits.end());
-    std::vector<double> p(vocab);
-    double total = 0;
-    for (std::size_t k = 0; k < vocab; ++k) total += p[k] = std::exp((logits[k] - top) / 0.8);
-    double u = g.uniform() * total;
-    std::uint32_t pick = 0;
-    while (pick + 1 < vocab && (u -= p[pick]) > 0) ++pick;
+    const std::uint32_t pick = sample_token(logits, /*temperature=*/0.8, g);
     window.push_back(pick);
     out += char_vocabulary::character(pick);
   }

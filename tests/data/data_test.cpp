@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -204,6 +205,31 @@ TEST(text, next_token_windows_are_labelled_with_what_follows) {
   ASSERT_EQ(d.size(), 2u);  // windows at 0 and 2; at 4 nothing would follow
   EXPECT_EQ(d.features, (std::vector<float>{1, 2, 3, 3, 4, 5}));
   EXPECT_EQ(d.labels, (std::vector<std::uint32_t>{4, 6}));
+}
+
+TEST(text, sequence_windows_are_labelled_with_the_window_shifted_by_one) {
+  const std::vector<std::uint32_t> ids{1, 2, 3, 4, 5, 6, 7};
+  const kiln::dataset d = kiln::sequence_dataset(ids, 3, 2, "toy");
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d.features, (std::vector<float>{1, 2, 3, 3, 4, 5}));
+  EXPECT_EQ(d.labels, (std::vector<std::uint32_t>{2, 3, 4, 4, 5, 6}));
+  EXPECT_EQ(d.labels_per_sample(), 3u);
+}
+
+TEST(text, sample_token_follows_the_softmax_of_the_scores) {
+  kiln::rng g(3);
+  const std::vector<float> scores{0.0f, std::log(3.0f), -50.0f};  // probabilities 1/4, 3/4, ~0
+  std::size_t ones = 0, twos = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const auto t = kiln::sample_token(scores, 1.0, g);
+    ones += t == 1;
+    twos += t == 2;
+  }
+  EXPECT_NEAR(static_cast<double>(ones), 3000.0, 4 * 27.4);  // binomial(4000, 3/4): sd 27.4
+  EXPECT_EQ(twos, 0u);
+  // A low temperature picks the top score.
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(kiln::sample_token(scores, 0.01, g), 1u);
+  EXPECT_THROW(kiln::sample_token(scores, 0.0, g), std::invalid_argument);
 }
 
 TEST(text, a_missing_corpus_is_named) {

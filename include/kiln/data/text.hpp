@@ -11,6 +11,12 @@
 //                       with the token that follows each window: the data of
 //                       model<input_tokens<Context>, ...> with
 //                       softmax_cross_entropy over char_vocabulary::size.
+//   `sample_token`      draws a token from a model's scores (softmax with a
+//                       temperature), to generate text.
+//   `sequence_dataset`  windows of `Context` tokens, each labelled with the
+//                       window shifted by one token (the next token at every
+//                       position): the data of a causal language model whose
+//                       output is shape<Context, vocabulary>.
 //
 // ERRORS
 //   A missing corpus directory, or one without fortune files, raises
@@ -20,6 +26,7 @@
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -35,6 +42,7 @@
 
 #include <kiln/data/dataset.hpp>
 #include <kiln/data/idx.hpp>
+#include <kiln/random.hpp>
 
 namespace kiln {
 
@@ -109,6 +117,38 @@ inline dataset next_token_dataset(std::span<const std::uint32_t> tokens, std::si
     d.labels.push_back(tokens[start + context]);
   }
   return d;
+}
+
+/// Samples of `context` tokens, every `stride` tokens, each labelled with
+/// the `context` tokens that follow its positions (tokens 1…context of the
+/// window): a causal language model learns every position's next token.
+inline dataset sequence_dataset(std::span<const std::uint32_t> tokens, std::size_t context, std::size_t stride,
+                                std::string name) {
+  if (context == 0 || stride == 0)
+    throw std::invalid_argument("kiln::sequence_dataset: context and stride must be > 0");
+  dataset d;
+  d.name = std::move(name);
+  d.sample_shape = {context};
+  for (std::size_t start = 0; start + context < tokens.size(); start += stride) {
+    for (std::size_t k = 0; k < context; ++k) d.features.push_back(static_cast<float>(tokens[start + k]));
+    d.labels.insert(d.labels.end(), tokens.begin() + static_cast<std::ptrdiff_t>(start + 1),
+                    tokens.begin() + static_cast<std::ptrdiff_t>(start + context + 1));
+  }
+  return d;
+}
+
+/// A token drawn from softmax(scores / temperature) with `g` (temperature
+/// below 1 sharpens the distribution, above 1 flattens it).
+inline std::uint32_t sample_token(std::span<const float> scores, double temperature, rng& g) {
+  if (scores.empty() || !(temperature > 0))
+    throw std::invalid_argument("kiln::sample_token: give at least one score and a temperature > 0");
+  const float top = *std::max_element(scores.begin(), scores.end());
+  double total = 0;
+  for (float s : scores) total += std::exp((s - top) / temperature);
+  double u = g.uniform() * total;
+  std::uint32_t pick = 0;
+  while (pick + 1 < scores.size() && (u -= std::exp((scores[pick] - top) / temperature)) > 0) ++pick;
+  return pick;
 }
 
 }  // namespace kiln
