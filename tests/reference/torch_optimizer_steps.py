@@ -102,7 +102,7 @@ def build(layers, dtype, ties=None):
     return torch.nn.Sequential(*mods).to(dtype)
 
 
-def compare(what, ours, theirs, dtype, failures):
+def compare(what, ours, theirs, dtype, failures, tolerance=1e-5):
     ours = torch.tensor(ours, dtype=torch.float64)
     theirs = theirs.detach().to(torch.float64).reshape(-1)
     if ours.shape != theirs.shape:
@@ -112,7 +112,7 @@ def compare(what, ours, theirs, dtype, failures):
         err = ((ours - theirs).abs() / theirs.abs().clamp_min(1e-8)).max().item()
     else:
         err = ((ours - theirs).norm() / theirs.norm().clamp_min(1e-12)).item()
-    if not err <= 1e-5:
+    if not err <= tolerance:
         failures.append(f"{what}: relative error {err:.3g}")
     return err
 
@@ -149,20 +149,23 @@ def main():
                 loss = torch.nn.functional.mse_loss(y, torch.tensor(step["t"], dtype=dtype).reshape(y.shape))
             loss.backward()
             name = case["name"]
-            e = [compare(f"{name} step {k + 1} loss", [step["loss"]], loss.reshape(1), dtype, failures)]
+            # batch_norm divides by the batch's standard deviation, which amplifies the f32 rounding of its
+            # statistics (kiln sums them in double, PyTorch in float): its f32 cases get 5e-5.
+            tol = 5e-5 if dtype == torch.float32 and "batch_norm" in name else 1e-5
+            e = [compare(f"{name} step {k + 1} loss", [step["loss"]], loss.reshape(1), dtype, failures, tol)]
             for i, (p, g) in enumerate(zip(params, step["grads"])):
-                e.append(compare(f"{name} step {k + 1} gradient {i}", g, p.grad, dtype, failures))
+                e.append(compare(f"{name} step {k + 1} gradient {i}", g, p.grad, dtype, failures, tol))
             opt.step()
             worst[name] = max([worst.get(name, 0.0)] + [v for v in e if v is not None])
         for i, (p, w) in enumerate(zip(params, case["final"])):
             worst[case["name"]] = max(worst[case["name"]],
-                                      compare(f"{case['name']} final parameter {i}", w, p, dtype, failures) or 0)
+                                      compare(f"{case['name']} final parameter {i}", w, p, dtype, failures, tol) or 0)
         # batch_norm's running statistics (mean, then variance, per layer) after the steps
         running = [b for name, b in net.named_buffers() if name.endswith(("running_mean", "running_var"))]
         assert len(running) == len(case["state"]), case["name"]
         for i, (b, s) in enumerate(zip(running, case["state"])):
             worst[case["name"]] = max(worst[case["name"]],
-                                      compare(f"{case['name']} running statistic {i}", s, b, dtype, failures) or 0)
+                                      compare(f"{case['name']} running statistic {i}", s, b, dtype, failures, tol) or 0)
     for name, err in worst.items():
         print(f"{name}: worst relative difference from PyTorch {err:.3g}")
     if failures:

@@ -14,8 +14,11 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 #include <Eigen/Core>
+
+#include <kiln/detail/sgemm_avx512.hpp>
 
 static_assert(
     EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION >= 4,
@@ -46,9 +49,24 @@ class gemm_scratch {
     auto [kc, mc, nc] = blocking(m, n, k);
     need_a_ = std::max(need_a_, static_cast<std::size_t>(kc * mc));
     need_b_ = std::max(need_b_, static_cast<std::size_t>(kc * nc));
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+      need_a_ = std::max(need_a_, static_cast<std::size_t>(avx512::packed_a_floats(m, k)));
+      need_b_ = std::max(need_b_, static_cast<std::size_t>(avx512::packed_b_floats(n, k)));
+    }
+#endif
     if (need_a_ > cap_a_) a_ = allocate(need_a_, cap_a_);
     if (need_b_ > cap_b_) b_ = allocate(need_b_, cap_b_);
   }
+
+  /// True when run() uses kiln's AVX-512 kernel (f32 on an AVX-512 target)
+  /// rather than Eigen's.
+  static constexpr bool own_kernel =
+#if defined(__AVX512F__)
+      std::is_same_v<T, float>;
+#else
+      false;
+#endif
 
   /// C(m×n, leading dimension ldc) = beta·C + op(A)·op(B), all column-major,
   /// where op(A) is m×k and op(B) is k×n; beta is 0 (overwrite) or 1.
@@ -57,6 +75,21 @@ class gemm_scratch {
     if (!accumulate) {
       for (index j = 0; j < n; ++j) std::memset(c + j * ldc, 0, sizeof(T) * static_cast<std::size_t>(m));
     }
+    if (m == 0 || n == 0 || k == 0) return;
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+      assert(static_cast<std::size_t>(avx512::packed_a_floats(m, k)) <= cap_a_ &&
+             static_cast<std::size_t>(avx512::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
+      avx512::gemm<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get());
+      return;
+    }
+#endif
+    eigen_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc);
+  }
+
+  /// The same product through Eigen's kernel whatever the target (C += op(A)·op(B)).
+  template <bool TransA, bool TransB>
+  void eigen_run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc) {
     if (m == 0 || n == 0 || k == 0) return;
     auto [kc, mc, nc] = blocking(m, n, k);
     assert(static_cast<std::size_t>(kc * mc) <= cap_a_ && static_cast<std::size_t>(kc * nc) <= cap_b_ &&

@@ -1,0 +1,231 @@
+// kiln/detail/sgemm_avx512.hpp — kiln's own f32 GEMM for AVX-512 targets.
+//
+// C(m×n) += op(A)(m×k) · op(B)(k×n), column-major, in the BLIS scheme:
+// B is packed into panels of NR columns (KC deep), A into panels of MR rows,
+// and a register-blocked micro-kernel keeps an MR×NR tile of C in zmm
+// registers while it walks the KC depth: two 16-float loads of A and NR
+// broadcasts of B feed 2·NR fused multiply-adds per step (MR = 32, NR = 8:
+// 16 accumulators, enough independent chains for the FMA latency).
+//
+// Why not Eigen's kernel: on the MLP's shapes (k = 64…784, n = 64) Eigen's
+// GEBP reaches ≈ 70 % of this CPU's FMA peak; this kernel, with blocking
+// chosen for those shapes and no per-call set-up, gets closer (see
+// benchmarks/gemm_benchmark.cpp and docs/performance.md).
+//
+// The packing space is the caller's (kiln::detail::gemm_scratch): nothing is
+// allocated here. Compiled only where the compiler targets AVX-512F; other
+// targets use Eigen's kernel (kiln/detail/gemm.hpp chooses).
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#if defined(__AVX512F__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+
+// GCC 12 reports its own AVX-512 unpack intrinsics (`__Y = __Y`) as used
+// uninitialized once they are inlined here (GCC bug 105593); the warning is
+// about GCC's header, not kiln's code, and users compiling with -Wall must not see it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace kiln::detail::avx512 {
+
+inline constexpr std::ptrdiff_t MR = 32;    ///< rows of C per micro-tile (two zmm)
+inline constexpr std::ptrdiff_t NR = 8;     ///< columns of C per micro-tile (the batch, 64, is a multiple)
+inline constexpr std::ptrdiff_t KC = 384;   ///< depth of a packed panel
+inline constexpr std::ptrdiff_t MC = 192;   ///< rows of A packed at a time (MC × KC floats: 288 KiB, in L2)
+inline constexpr std::ptrdiff_t NC = 4096;  ///< columns of B packed at a time (a multiple of NR)
+
+/// The block of an extent `total` split into equal blocks of at most `most`,
+/// rounded up to a multiple of `unit` (784 deep: 3 × 272, not 384 + 384 + 16).
+constexpr std::ptrdiff_t even_block(std::ptrdiff_t total, std::ptrdiff_t most, std::ptrdiff_t unit) {
+  const std::ptrdiff_t blocks = (total + most - 1) / most;
+  const std::ptrdiff_t block = (total + blocks - 1) / blocks;
+  return std::min(most, (block + unit - 1) / unit * unit);
+}
+
+/// Floats of packing space run() needs for A and for B, for any m, n, k.
+constexpr std::ptrdiff_t packed_a_floats(std::ptrdiff_t m, std::ptrdiff_t k) {
+  return (even_block(m, MC, MR) + MR - 1) / MR * MR * even_block(k, KC, 16);
+}
+constexpr std::ptrdiff_t packed_b_floats(std::ptrdiff_t n, std::ptrdiff_t k) {
+  return (even_block(n, NC, NR) + NR - 1) / NR * NR * even_block(k, KC, 16);
+}
+
+/// op(X)(i, j) for a column-major X with leading dimension ld.
+template <bool Trans>
+inline const float* element(const float* x, std::ptrdiff_t ld, std::ptrdiff_t i, std::ptrdiff_t j) {
+  return Trans ? x + j + i * ld : x + i + j * ld;
+}
+
+/// dst[q·ld_dst + r] = src[r·ld_src + q] for a 16 × 16 block.
+inline void transpose_16x16(const float* src, std::ptrdiff_t ld_src, float* dst, std::ptrdiff_t ld_dst) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+  // Interleave pairs of rows at 32-bit, then 64-bit granularity, then move 128-bit lanes.
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  // r[4g + s] now holds, in 128-bit lane L, column 4L + s of rows 4g … 4g + 3.
+  for (int s = 0; s < 4; ++s) {
+    // Gather lane L of r[s], r[4 + s], r[8 + s], r[12 + s] into output row 4L + s.
+    const __m512 a01lo = _mm512_shuffle_f32x4(r[s], r[4 + s], 0x44);  // lanes 0,1 of r[s] | lanes 0,1 of r[4+s]
+    const __m512 a01hi = _mm512_shuffle_f32x4(r[s], r[4 + s], 0xEE);  // lanes 2,3 | lanes 2,3
+    const __m512 b01lo = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0x44);
+    const __m512 b01hi = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0xEE);
+    t[s] = _mm512_shuffle_f32x4(a01lo, b01lo, 0x88);       // lane 0 of each: output row s
+    t[4 + s] = _mm512_shuffle_f32x4(a01lo, b01lo, 0xDD);   // lane 1: row 4 + s
+    t[8 + s] = _mm512_shuffle_f32x4(a01hi, b01hi, 0x88);   // lane 2: row 8 + s
+    t[12 + s] = _mm512_shuffle_f32x4(a01hi, b01hi, 0xDD);  // lane 3: row 12 + s
+  }
+  for (int q = 0; q < 16; ++q) _mm512_storeu_ps(dst + q * ld_dst, t[q]);
+}
+
+/// Packs rows [0, mc) and depth [0, kc) of op(A) into MR-row panels, each
+/// stored depth after depth (MR floats per depth), zero-padded to MR rows.
+template <bool TransA>
+inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
+  for (std::ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
+    const std::ptrdiff_t rows = std::min(MR, mc - i0);
+    if (!TransA && rows == MR) {
+      for (std::ptrdiff_t p = 0; p < kc; ++p) {
+        const float* src = a + i0 + p * lda;
+        _mm512_store_ps(out, _mm512_loadu_ps(src));
+        _mm512_store_ps(out + 16, _mm512_loadu_ps(src + 16));
+        out += MR;
+      }
+    } else if (TransA && rows == MR) {
+      // op(A)(i, p) = a[p + i·lda]: row i of op(A) is contiguous in p. Read
+      // 16 rows × 16 depths, transpose them in registers, store 16 depths.
+      std::ptrdiff_t p = 0;
+      for (; p + 16 <= kc; p += 16)
+        for (std::ptrdiff_t h = 0; h < MR; h += 16) transpose_16x16(a + p + (i0 + h) * lda, lda, out + p * MR + h, MR);
+      for (; p < kc; ++p)
+        for (std::ptrdiff_t i = 0; i < MR; ++i) out[p * MR + i] = a[p + (i0 + i) * lda];
+      out += MR * kc;
+    } else {
+      for (std::ptrdiff_t p = 0; p < kc; ++p) {
+        for (std::ptrdiff_t i = 0; i < MR; ++i) out[i] = i < rows ? *element<TransA>(a, lda, i0 + i, p) : 0.0f;
+        out += MR;
+      }
+    }
+  }
+}
+
+/// Packs depth [0, kc) and columns [0, nc) of op(B) into NR-column panels,
+/// each stored depth after depth (NR floats per depth), zero-padded to NR columns.
+template <bool TransB>
+inline void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
+  for (std::ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
+    const std::ptrdiff_t cols = std::min(NR, nc - j0);
+    if (!TransB && cols == NR) {
+      const float* col[NR];
+      for (std::ptrdiff_t j = 0; j < NR; ++j) col[j] = b + (j0 + j) * ldb;
+      for (std::ptrdiff_t p = 0; p < kc; ++p) {
+        for (std::ptrdiff_t j = 0; j < NR; ++j) out[j] = col[j][p];
+        out += NR;
+      }
+    } else {
+      for (std::ptrdiff_t p = 0; p < kc; ++p) {
+        for (std::ptrdiff_t j = 0; j < NR; ++j) out[j] = j < cols ? *element<TransB>(b, ldb, p, j0 + j) : 0.0f;
+        out += NR;
+      }
+    }
+  }
+}
+
+/// C(rows × cols tile at c, ldc) += packed A panel · packed B panel over kc,
+/// with V = 2 (rows up to 32) or V = 1 (rows up to 16: half the work).
+/// A full tile is updated in place; an edge tile through masks and a column count.
+// (Not inlined: inside the blocking loops GCC 12 spills the A vectors to the
+// stack, which halves the rate; alone it keeps all of them in registers.)
+template <int V>
+[[gnu::noinline]] void micro_kernel(std::ptrdiff_t kc, const float* a, const float* b, float* c, std::ptrdiff_t ldc,
+                                    std::ptrdiff_t rows, std::ptrdiff_t cols) {
+  __m512 acc[V][NR];
+  for (int v = 0; v < V; ++v)
+    for (int j = 0; j < NR; ++j) acc[v][j] = _mm512_setzero_ps();
+  for (std::ptrdiff_t p = 0; p < kc; ++p) {
+    __m512 av[V];
+    for (int v = 0; v < V; ++v) av[v] = _mm512_load_ps(a + 16 * v);
+    _mm_prefetch(reinterpret_cast<const char*>(a + 8 * MR), _MM_HINT_T0);
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      const __m512 bj = _mm512_set1_ps(b[j]);
+      for (int v = 0; v < V; ++v) acc[v][j] = _mm512_fmadd_ps(av[v], bj, acc[v][j]);
+    }
+    a += MR;
+    b += NR;
+  }
+  if (cols == NR && rows == 16 * V) {
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      float* cj = c + j * ldc;
+      for (int v = 0; v < V; ++v) _mm512_storeu_ps(cj + 16 * v, _mm512_add_ps(_mm512_loadu_ps(cj + 16 * v), acc[v][j]));
+    }
+  } else {
+    __mmask16 mask[V];
+    for (int v = 0; v < V; ++v) {
+      const std::ptrdiff_t r = std::clamp<std::ptrdiff_t>(rows - 16 * v, 0, 16);
+      mask[v] = r == 16 ? __mmask16(0xFFFF) : __mmask16((1u << r) - 1);
+    }
+    for (int j = 0; j < cols; ++j) {
+      float* cj = c + j * ldc;
+      for (int v = 0; v < V; ++v)
+        _mm512_mask_storeu_ps(cj + 16 * v, mask[v],
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], cj + 16 * v), acc[v][j]));
+    }
+  }
+}
+
+/// C(m×n, ldc) += op(A)·op(B); pa and pb hold packed_a_floats(m, k) and
+/// packed_b_floats(n, k) floats, 64-byte aligned.
+template <bool TransA, bool TransB>
+void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
+          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb) {
+  const std::ptrdiff_t nc_block = even_block(n, NC, NR), kc_block = even_block(k, KC, 16),
+                       mc_block = even_block(m, MC, MR);
+  for (std::ptrdiff_t jc = 0; jc < n; jc += nc_block) {
+    const std::ptrdiff_t nc = std::min(nc_block, n - jc);
+    for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
+      const std::ptrdiff_t kc = std::min(kc_block, k - pc);
+      pack_b<TransB>(TransB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, pb);
+      for (std::ptrdiff_t ic = 0; ic < m; ic += mc_block) {
+        const std::ptrdiff_t mc = std::min(mc_block, m - ic);
+        pack_a<TransA>(TransA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, pa);
+        for (std::ptrdiff_t jr = 0; jr < nc; jr += NR) {
+          for (std::ptrdiff_t ir = 0; ir < mc; ir += MR) {
+            const std::ptrdiff_t rows = std::min(MR, mc - ir);
+            float* tile = c + (ic + ir) + (jc + jr) * ldc;
+            if (rows > 16) {
+              micro_kernel<2>(kc, pa + ir * kc, pb + jr * kc, tile, ldc, rows, std::min(NR, nc - jr));
+            } else {
+              micro_kernel<1>(kc, pa + ir * kc, pb + jr * kc, tile, ldc, rows, std::min(NR, nc - jr));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kiln::detail::avx512
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif  // __AVX512F__
