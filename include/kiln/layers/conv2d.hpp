@@ -112,15 +112,17 @@ struct conv2d {
 
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {
-      g.reserve(P, F, CKK);
-      g.reserve(CKK, P, F);
-      g.reserve(CKK, F, P);
+      g.reserve(P, F, CKK);  // forward
+      g.reserve(CKK, F, P);  // weight gradient
+      g.reserve(P, CKK, F);  // input gradient (unfolded)
     }
 
-    // The unfolded input is column-major CKK × P: column p holds the patch
-    // under output pixel p. The weight is the column-major CKK × F matrix
-    // Wc; a sample's output, row-major [F, P], is the column-major P × F
-    // matrix Yᵀ = colsᵀ · Wc.
+    // The unfolded input is column-major P × CKK (Caffe's layout): column
+    // (ch, u, v) holds, for every output pixel p, the input value under
+    // kernel tap (u, v) of channel ch — so unfolding copies runs of input
+    // rows. The weight is the column-major CKK × F matrix Wc; a sample's
+    // output, row-major [F, P], is the column-major P × F matrix
+    // Yᵀ = cols · Wc.
     template <class Ctx>
     static void forward(const Ctx& c) {
       using T = typename Ctx::scalar;
@@ -131,7 +133,7 @@ struct conv2d {
         T* y = c.y + s * F * P;
         im2col(c.x + s * C * H * W, cols);
         for (std::size_t f = 0; f < F; ++f) std::fill_n(y + f * P, P, b[f]);
-        c.gemm->template run<true, false>(P, F, CKK, cols, CKK, w, CKK, y, P, true);
+        c.gemm->template run<false, false>(P, F, CKK, cols, P, w, CKK, y, P, true);
       }
     }
 
@@ -146,53 +148,78 @@ struct conv2d {
       for (std::size_t s = 0; s < Ctx::batch; ++s) {
         const T* dy = c.dy + s * F * P;
         im2col(c.x + s * C * H * W, cols);
-        c.gemm->template run<false, false>(CKK, F, P, cols, CKK, dy, P, dw, CKK, true);  // dWc += cols · dYᵀᵀ
+        c.gemm->template run<true, false>(CKK, F, P, cols, P, dy, P, dw, CKK, true);  // dWc += colsᵀ · Yᵀ
         for (std::size_t f = 0; f < F; ++f) {
           T sum = 0;
           for (std::size_t p = 0; p < P; ++p) sum += dy[f * P + p];
           db[f] += sum;
         }
         if (c.dx) {
-          c.gemm->template run<false, true>(CKK, P, F, w, CKK, dy, P, dcols, CKK, false);  // dcols = Wc · dY
+          c.gemm->template run<false, true>(P, CKK, F, dy, P, w, CKK, dcols, P, false);  // dcols = dYᵀ · Wcᵀ
           col2im(dcols, c.dx + s * C * H * W);
         }
       }
     }
 
    private:
+    /// The input columns q = j·Stride + v − pad, for output columns j in
+    /// [first, last), that fall inside the image (the rest are padding).
+    static constexpr std::ptrdiff_t first_inside(std::size_t v) {
+      // smallest j with j·Stride + v ≥ pad
+      const std::ptrdiff_t need = static_cast<std::ptrdiff_t>(pad) - static_cast<std::ptrdiff_t>(v);
+      return need <= 0 ? 0 : (need + static_cast<std::ptrdiff_t>(Stride) - 1) / static_cast<std::ptrdiff_t>(Stride);
+    }
+    static constexpr std::ptrdiff_t last_inside(std::size_t v) {
+      // one past the largest j with j·Stride + v − pad ≤ W − 1
+      const std::ptrdiff_t top =
+          static_cast<std::ptrdiff_t>(W) - 1 + static_cast<std::ptrdiff_t>(pad) - static_cast<std::ptrdiff_t>(v);
+      if (top < 0) return 0;
+      return std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(Wo), top / static_cast<std::ptrdiff_t>(Stride) + 1);
+    }
+
+    /// Unfolds one sample: for every kernel tap (ch, u, v), each output row's
+    /// run of in-image input values (the rest is zero padding).
     template <class T>
     static void im2col(const T* x, T* cols) {
-      for (std::size_t i = 0; i < Ho; ++i)
-        for (std::size_t j = 0; j < Wo; ++j) {
-          T* col = cols + (i * Wo + j) * CKK;
-          for (std::size_t ch = 0; ch < C; ++ch)
-            for (std::size_t u = 0; u < Kernel; ++u) {
+      for (std::size_t ch = 0; ch < C; ++ch)
+        for (std::size_t u = 0; u < Kernel; ++u)
+          for (std::size_t v = 0; v < Kernel; ++v) {
+            T* col = cols + ((ch * Kernel + u) * Kernel + v) * P;
+            const std::ptrdiff_t j0 = first_inside(v), j1 = std::max(j0, last_inside(v));
+            for (std::size_t i = 0; i < Ho; ++i) {
+              T* out = col + i * Wo;
               const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
-              for (std::size_t v = 0; v < Kernel; ++v) {
-                const std::ptrdiff_t q = static_cast<std::ptrdiff_t>(j * Stride + v) - static_cast<std::ptrdiff_t>(pad);
-                const bool inside =
-                    r >= 0 && r < static_cast<std::ptrdiff_t>(H) && q >= 0 && q < static_cast<std::ptrdiff_t>(W);
-                *col++ = inside ? x[(ch * H + static_cast<std::size_t>(r)) * W + static_cast<std::size_t>(q)] : T(0);
+              if (r < 0 || r >= static_cast<std::ptrdiff_t>(H)) {
+                for (std::size_t j = 0; j < Wo; ++j) out[j] = T(0);
+                continue;
               }
+              const T* row = x + (ch * H + static_cast<std::size_t>(r)) * W + v;  // shifted by the tap
+              // (one loop of compile-time length, no library calls: this runs C·K·K·Ho times per sample)
+              std::ptrdiff_t j = 0;
+              for (; j < j0; ++j) out[j] = T(0);
+              for (; j < j1; ++j)
+                out[j] = row[j * static_cast<std::ptrdiff_t>(Stride) - static_cast<std::ptrdiff_t>(pad)];
+              for (; j < static_cast<std::ptrdiff_t>(Wo); ++j) out[j] = T(0);
             }
-        }
+          }
     }
     template <class T>
     static void col2im(const T* dcols, T* dx) {
       std::fill_n(dx, C * H * W, T(0));
-      for (std::size_t i = 0; i < Ho; ++i)
-        for (std::size_t j = 0; j < Wo; ++j) {
-          const T* col = dcols + (i * Wo + j) * CKK;
-          for (std::size_t ch = 0; ch < C; ++ch)
-            for (std::size_t u = 0; u < Kernel; ++u) {
+      for (std::size_t ch = 0; ch < C; ++ch)
+        for (std::size_t u = 0; u < Kernel; ++u)
+          for (std::size_t v = 0; v < Kernel; ++v) {
+            const T* col = dcols + ((ch * Kernel + u) * Kernel + v) * P;
+            const std::ptrdiff_t j0 = first_inside(v), j1 = std::max(j0, last_inside(v));
+            for (std::size_t i = 0; i < Ho; ++i) {
               const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
-              for (std::size_t v = 0; v < Kernel; ++v, ++col) {
-                const std::ptrdiff_t q = static_cast<std::ptrdiff_t>(j * Stride + v) - static_cast<std::ptrdiff_t>(pad);
-                if (r >= 0 && r < static_cast<std::ptrdiff_t>(H) && q >= 0 && q < static_cast<std::ptrdiff_t>(W))
-                  dx[(ch * H + static_cast<std::size_t>(r)) * W + static_cast<std::size_t>(q)] += *col;
-              }
+              if (r < 0 || r >= static_cast<std::ptrdiff_t>(H)) continue;
+              const T* in = col + i * Wo;
+              T* row = dx + (ch * H + static_cast<std::size_t>(r)) * W + v;  // shifted by the tap
+              for (std::ptrdiff_t j = j0; j < j1; ++j)
+                row[j * static_cast<std::ptrdiff_t>(Stride) - static_cast<std::ptrdiff_t>(pad)] += in[j];
             }
-        }
+          }
     }
   };
 };
