@@ -1,0 +1,93 @@
+// kiln's side of the comparison: the same Fashion-MNIST MLP/CNN, the same
+// batches in the same order, the same SGD (lr 0.05, momentum 0.9), timed the
+// same way as the peers (see compare_common.hpp). Each step copies its batch
+// into the program's input (as kiln::trainer does) and runs train_step.
+//
+//   kiln_compare_kiln --model mlp|cnn [--threads 1|2] [--warmup 50] [--steps S] [--windows W]
+//
+// --threads 2 runs replicate<2> (two pinned replicas of 32 samples: the same
+// global batch of 64).
+#include <kiln/kiln.hpp>
+
+#include "compare_common.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace {
+using namespace kiln;
+
+using mlp = model<input<784>, dense<256>, relu, dense<128>, relu, dense<10>>;
+using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, relu, max_pool<2>, conv2d<32, 5, 1, same>, relu,
+                  max_pool<2>, flatten, dense<10>>;
+
+template <class Model, class... Options>
+void run(const compare::Args& args, int threads, const std::vector<float>& xs, const std::vector<std::uint32_t>& ys,
+         int num_batches) {
+  auto p = compile<Model, Options...>(/*seed=*/1);
+  static_assert(decltype(p)::global_batch == compare::kBatch);
+  const sgd opt{.lr = compare::kLearningRate, .momentum = compare::kMomentum};
+  sgd::state<float> state(p.parameters().size());
+  long k = 0;
+  auto step = [&] {
+    const auto i = static_cast<std::size_t>(k++ % num_batches);
+    std::copy_n(xs.data() + i * compare::kBatch * compare::kPixels, compare::kBatch * compare::kPixels,
+                p.input().data());
+    return p.train_step(std::span<const std::uint32_t>(ys.data() + i * compare::kBatch, compare::kBatch), opt, state)
+        .loss;
+  };
+  const auto [samples_per_s, final_loss] = compare::timed_windows(args, step);
+  compare::Args reported = args;
+  reported.threads = threads;
+  compare::print_report("kiln", reported, samples_per_s, final_loss);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  // --threads is kiln's own option here (replicate<N>); the shared parser takes 1 only.
+  int threads = 1;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (threads != 1 && threads != 2) {
+    std::fprintf(stderr, "kiln_compare_kiln: --threads must be 1 or 2\n");
+    return 2;
+  }
+  const compare::Args args = compare::parse_args(static_cast<int>(rest.size()), rest.data(), /*with_driver=*/false);
+  const compare::Dataset data = compare::load_fashion_mnist_train();
+  const std::vector<int> perm = compare::shuffled_indices(data.n);
+  const int num_batches = data.n / compare::kBatch;
+  std::vector<float> xs(static_cast<std::size_t>(num_batches) * compare::kBatch * compare::kPixels);
+  std::vector<std::uint32_t> ys(static_cast<std::size_t>(num_batches) * compare::kBatch);
+  for (std::size_t j = 0; j < ys.size(); ++j) {
+    const auto src = static_cast<std::size_t>(perm[j]);
+    std::copy_n(data.images.begin() + static_cast<std::ptrdiff_t>(src * compare::kPixels), compare::kPixels,
+                xs.begin() + static_cast<std::ptrdiff_t>(j * compare::kPixels));
+    ys[j] = static_cast<std::uint32_t>(data.labels[src]);
+  }
+  if (args.model == "mlp") {
+    if (threads == 1)
+      run<mlp, batch<64>>(args, threads, xs, ys, num_batches);
+    else
+      run<mlp, batch<32>, replicate<2>>(args, threads, xs, ys, num_batches);
+  } else {
+    if (threads == 1)
+      run<cnn, batch<64>>(args, threads, xs, ys, num_batches);
+    else
+      run<cnn, batch<32>, replicate<2>>(args, threads, xs, ys, num_batches);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "kiln_compare_kiln: %s\n", e.what());
+  return 1;
+}
