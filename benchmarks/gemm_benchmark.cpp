@@ -1,6 +1,7 @@
 // The GEMMs of the Fashion-MNIST MLP's training step (batch 64) and of the
 // CNN's convolutions (one sample), through kiln's kernel and through Eigen's
-// (the path kiln used before, and uses where AVX-512 is absent), in GFLOP/s.
+// (the path kiln used before, and uses where AVX-512 is absent), and with
+// bf16 operands, in GFLOP/s.
 // This CPU's f32 FMA peak is ≈ 115 GFLOP/s per core (3.6 GHz × 32 FLOP per
 // cycle: two 256-bit FMA pipes, AVX-512 double-pumped; see docs/performance.md).
 // Run: build/benchmarks/kiln_gemm_benchmarks
@@ -17,7 +18,7 @@ namespace {
 using kiln::detail::index;
 
 /// C (m×n) = op(A)·op(B) with op(A) m×k, op(B) k×n, as kiln's layers call it.
-template <bool TransA, bool TransB, bool Eigen>
+template <bool TransA, bool TransB, bool Eigen, bool Bf16 = false>
 void gemm(benchmark::State& state) {
   const index m = state.range(0), n = state.range(1), k = state.range(2);
   kiln::rng g(1);
@@ -26,6 +27,7 @@ void gemm(benchmark::State& state) {
   for (auto& v : a) v = static_cast<float>(g.uniform(-1, 1));
   for (auto& v : b) v = static_cast<float>(g.uniform(-1, 1));
   kiln::detail::gemm_scratch<float> scratch;
+  scratch.use_bf16_operands(Bf16);
   scratch.reserve(m, n, k);
   const index lda = TransA ? k : m, ldb = TransB ? n : k;
   for (auto _ : state) {
@@ -68,6 +70,10 @@ BENCHMARK(gemm<false, true, false>)->Name("kiln/weight_gradient")->Apply(mlp_wei
 BENCHMARK(gemm<false, true, true>)->Name("eigen/weight_gradient")->Apply(mlp_weight_gradient);
 BENCHMARK(gemm<false, false, false>)->Name("kiln/input_gradient")->Apply(mlp_input_gradient);
 BENCHMARK(gemm<false, false, true>)->Name("eigen/input_gradient")->Apply(mlp_input_gradient);
+// precision<bf16>: operands rounded to bf16 as they are packed, AVX512-BF16 dot products.
+BENCHMARK(gemm<true, false, false, true>)->Name("kiln_bf16/forward")->Apply(mlp_forward);
+BENCHMARK(gemm<false, true, false, true>)->Name("kiln_bf16/weight_gradient")->Apply(mlp_weight_gradient);
+BENCHMARK(gemm<false, false, false, true>)->Name("kiln_bf16/input_gradient")->Apply(mlp_input_gradient);
 BENCHMARK(gemm<false, false, false>)->Name("kiln/conv_forward")->Apply(conv_forward);
 BENCHMARK(gemm<false, false, true>)->Name("eigen/conv_forward")->Apply(conv_forward);
 BENCHMARK(gemm<true, false, false>)->Name("kiln/conv_weight_gradient")->Apply(conv_weight_gradient);

@@ -1,6 +1,7 @@
 // Training-step and inference throughput of the Fashion-MNIST MLP
 // (784-256-128-10, batch 64, SGD with momentum) and the training step of the
-// CNN of BENCHMARKING.md, in samples/s and GFLOP/s.
+// CNN of BENCHMARKING.md, in samples/s and GFLOP/s, in f32 and with
+// precision<bf16>.
 // Run: build/benchmarks/kiln_benchmarks
 #include <kiln/kiln.hpp>
 
@@ -20,9 +21,9 @@ constexpr double forward_flops = 2.0 * (784 * 256 + 256 * 128 + 128 * 10);
 constexpr double train_flops = 2 * forward_flops + (forward_flops - 2.0 * 784 * 256);
 
 /// Training steps (forward, backward, SGD update) of Model at batch B on one core.
-template <class Model>
+template <class Model, class Precision = precision<float>>
 void train_steps(benchmark::State& state, double flops_per_sample) {
-  auto p = compile<Model, batch<B>>(1);
+  auto p = compile<Model, batch<B>, Precision>(1);
   sgd o{.lr = 0.01f, .momentum = 0.9f};
   sgd::state<float> s(p.parameters().size());
   rng g(2);
@@ -40,6 +41,10 @@ void train_steps(benchmark::State& state, double flops_per_sample) {
 
 void mlp_train_step(benchmark::State& state) { train_steps<mlp>(state, train_flops); }
 BENCHMARK(mlp_train_step)->MinWarmUpTime(0.2);
+// precision<bf16>: the same step with bf16 GEMM operands (f32 everything else).
+// Run both in one invocation and quote the ratio (docs/precision.md).
+void mlp_train_step_bf16(benchmark::State& state) { train_steps<mlp, precision<bf16>>(state, train_flops); }
+BENCHMARK(mlp_train_step_bf16)->MinWarmUpTime(0.2);
 
 void mlp_inference(benchmark::State& state) {
   auto p = compile<mlp, batch<B>>(1);
@@ -65,6 +70,8 @@ constexpr double cnn_train_flops = 2 * cnn_forward_flops + (cnn_forward_flops - 
 
 void cnn_train_step(benchmark::State& state) { train_steps<cnn>(state, cnn_train_flops); }
 BENCHMARK(cnn_train_step)->MinWarmUpTime(0.2)->Unit(benchmark::kMillisecond);
+void cnn_train_step_bf16(benchmark::State& state) { train_steps<cnn, precision<bf16>>(state, cnn_train_flops); }
+BENCHMARK(cnn_train_step_bf16)->MinWarmUpTime(0.2)->Unit(benchmark::kMillisecond);
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -13,7 +13,8 @@
 //                    gradients of the mean loss (0-filled first)
 //     evaluate(t)    the loss of the last forward, without gradients
 //
-//   Options: `precision<T>` (float, the default, or double), a loss
+//   Options: `precision<T>` (float, the default, double, or bf16: f32
+//   master weights with bf16 GEMM operands), a loss
 //   (`softmax_cross_entropy<>` by default, or `mse`), and `replicate<N>`:
 //   N replicas, one pinned thread each, every one with its own workspace and
 //   gradients, all reading the ONE parameter buffer (so ties cannot break);
@@ -54,6 +55,7 @@
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/length.hpp>
 
+#include <kiln/bf16.hpp>
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/detail/worker_pool.hpp>
@@ -68,8 +70,8 @@ namespace diagnostics {
 template <std::size_t B>
 inline constexpr bool batch_must_hold_at_least_one_sample = B > 0;
 template <class Scalar>
-inline constexpr bool precision_must_be_float_or_double =
-    std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>;
+inline constexpr bool precision_must_be_float_double_or_bf16 =
+    std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double> || std::is_same_v<Scalar, kiln::bf16>;
 template <class... Options>
 inline constexpr bool compile_needs_exactly_one_batch_option = false;
 template <class Option>
@@ -84,12 +86,17 @@ struct batch {
   static constexpr std::size_t size = B;
 };
 
-/// The scalar type of the program's parameters and activations.
+/// The arithmetic of a program: `float` (the default), `double`, or
+/// `kiln::bf16` — f32 parameters, activations, optimizer and losses, with
+/// every GEMM's operands rounded to bf16 and accumulated in f32 (AVX512-BF16
+/// dot products where the target has them); see docs/precision.md.
 template <class Scalar>
 struct precision {
-  static_assert(diagnostics::precision_must_be_float_or_double<Scalar>,
-                "kiln::precision<T>: T must be float or double");
-  using type = Scalar;
+  static_assert(diagnostics::precision_must_be_float_double_or_bf16<Scalar>,
+                "kiln::precision<T>: T must be float, double or kiln::bf16");
+  /// The scalar of the program's buffers (f32 for bf16: the master weights).
+  using type = std::conditional_t<std::is_same_v<Scalar, kiln::bf16>, float, Scalar>;
+  static constexpr bool bf16_gemm = std::is_same_v<Scalar, kiln::bf16>;
 };
 
 namespace diagnostics {
@@ -170,6 +177,7 @@ struct compile_options {
 
   using batch_type = typename decltype(+pick<is_batch, batch<1>>())::type;
   using scalar = typename decltype(+pick<is_precision, precision<float>>())::type::type;
+  static constexpr bool bf16_gemm = decltype(+pick<is_precision, precision<float>>())::type::bf16_gemm;
   using loss = typename decltype(+pick<is_loss, softmax_cross_entropy<>>())::type;
   using replication = typename decltype(+pick<is_replicate, single_replica>())::type;
 };
@@ -189,13 +197,15 @@ aligned_buffer<T> make_aligned(std::size_t n) {
 }
 }  // namespace detail
 
-template <class Model, std::size_t B, class T, class LossSpec, class Replication>
+template <class Model, std::size_t B, class T, class LossSpec, class Replication, bool Bf16Gemm>
 class program {
  public:
   using model_type = Model;
   using scalar_type = T;
   using loss_type = LossSpec;
   using replication = Replication;
+  /// True under precision<bf16>: GEMM operands in bf16, everything else f32.
+  static constexpr bool bf16_gemm = Bf16Gemm;
   using bound_loss = typename LossSpec::template bind<typename Model::output_shape_type>;
   using target_type = typename bound_loss::target_type;
   using layout = typename Model::parameters;
@@ -467,6 +477,7 @@ class program {
         results_(std::make_unique<loss_value[]>(replicas)) {
     for (std::size_t r = 0; r < replicas; ++r) {
       replicas_[r].block = detail::make_aligned<T>(replica_elements);
+      replicas_[r].scratch.use_bf16_operands(Bf16Gemm);
       boost::hana::for_each(Model::layers, [&](auto t) {
         using L = typename decltype(t)::type;
         if constexpr (requires { L::template reserve<B, T>(replicas_[r].scratch); })
@@ -736,8 +747,8 @@ template <class M, class... Options>
 auto compile(std::uint64_t seed = 0) {
   static_assert(Model<M>, "kiln::compile<M, ...>: M must be a kiln::model<input<...>, layers...>");
   using opts = detail::compile_options<Options...>;
-  return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss, typename opts::replication>(
-      seed);
+  return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss, typename opts::replication,
+                 opts::bf16_gemm>(seed);
 }
 
 }  // namespace kiln

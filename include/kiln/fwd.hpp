@@ -68,8 +68,10 @@ struct replicate;
 namespace detail {
 struct single_replica;
 }
-template <class Model, std::size_t Batch, class Scalar, class Loss, class Replication = detail::single_replica>
+template <class Model, std::size_t Batch, class Scalar, class Loss, class Replication = detail::single_replica,
+          bool Bf16Gemm = false>
 class program;
+struct bf16;
 template <class Program, class Optimizer>
 class trainer;
 

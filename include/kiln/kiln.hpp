@@ -10,6 +10,7 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <kiln/bf16.hpp>
 #include <kiln/checkpoint.hpp>
 #include <kiln/compile.hpp>
 #include <kiln/data/dataset.hpp>

@@ -1,6 +1,6 @@
-// A program's scalar type is float or double.
-// expect: static assertion failed: kiln::precision<T>: T must be float or double
-// expect: precision_must_be_float_or_double<int>
+// A program's arithmetic is float, double or bf16.
+// expect: static assertion failed: kiln::precision<T>: T must be float, double or kiln::bf16
+// expect: precision_must_be_float_double_or_bf16<int>
 #include <kiln/kiln.hpp>
 
 using net = kiln::model<kiln::input<4>, kiln::dense<2>>;

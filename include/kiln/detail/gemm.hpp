@@ -18,6 +18,8 @@
 
 #include <Eigen/Core>
 
+#include <kiln/bf16.hpp>
+
 #include <kiln/detail/sgemm_avx512.hpp>
 
 static_assert(
@@ -45,7 +47,17 @@ struct borrowed_blocking : Eigen::internal::level3_blocking<T, T> {
 template <class T>
 class gemm_scratch {
  public:
+  /// Round both operands of every product to bf16 (accumulating in f32):
+  /// precision<bf16>. Set it before reserving.
+  void use_bf16_operands(bool on) noexcept { bf16_ = on; }
+  bool bf16_operands() const noexcept { return bf16_; }
+
   void reserve(index m, index n, index k) {
+    if (bf16_ && !native_bf16) {
+      // the portable path rounds op(A) and op(B) into copies first
+      need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
+      if (need_rounded_ > cap_rounded_) rounded_ = allocate(need_rounded_, cap_rounded_);
+    }
     auto [kc, mc, nc] = blocking(m, n, k);
     need_a_ = std::max(need_a_, static_cast<std::size_t>(kc * mc));
     need_b_ = std::max(need_b_, static_cast<std::size_t>(kc * nc));
@@ -58,6 +70,15 @@ class gemm_scratch {
     if (need_a_ > cap_a_) a_ = allocate(need_a_, cap_a_);
     if (need_b_ > cap_b_) b_ = allocate(need_b_, cap_b_);
   }
+
+  /// True when bf16 operands go through AVX512-BF16 dot products (the target
+  /// has them); otherwise they are rounded to bf16 and multiplied in f32.
+  static constexpr bool native_bf16 =
+#if defined(__AVX512BF16__)
+      std::is_same_v<T, float>;
+#else
+      false;
+#endif
 
   /// True when run() uses kiln's AVX-512 kernel (f32 on an AVX-512 target)
   /// rather than Eigen's.
@@ -76,6 +97,30 @@ class gemm_scratch {
       for (index j = 0; j < n; ++j) std::memset(c + j * ldc, 0, sizeof(T) * static_cast<std::size_t>(m));
     }
     if (m == 0 || n == 0 || k == 0) return;
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16_) {
+#if defined(__AVX512BF16__)
+        avx512::gemm_bf16<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get());
+#else
+        // Portable: round op(A) and op(B) to bf16 into plain column-major
+        // copies, then the f32 product (exact products, f32 sums).
+        T* ra = rounded_.get();
+        T* rb = ra + m * k;
+        for (index p = 0; p < k; ++p)
+          for (index i = 0; i < m; ++i) ra[i + p * m] = round_to_bf16(TransA ? a[p + i * lda] : a[i + p * lda]);
+        for (index j = 0; j < n; ++j)
+          for (index p = 0; p < k; ++p) rb[p + j * k] = round_to_bf16(TransB ? b[j + p * ldb] : b[p + j * ldb]);
+        f32_run<false, false>(m, n, k, ra, m, rb, k, c, ldc);
+#endif
+        return;
+      }
+    }
+    f32_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc);
+  }
+
+  /// C += op(A)·op(B) in f32 (or f64): kiln's kernel where it has one, else Eigen's.
+  template <bool TransA, bool TransB>
+  void f32_run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, float>) {
       assert(static_cast<std::size_t>(avx512::packed_a_floats(m, k)) <= cap_a_ &&
@@ -120,8 +165,9 @@ class gemm_scratch {
     return buffer(static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64})));
   }
 
-  buffer a_, b_;
-  std::size_t need_a_ = 0, need_b_ = 0, cap_a_ = 0, cap_b_ = 0;
+  buffer a_, b_, rounded_;
+  std::size_t need_a_ = 0, need_b_ = 0, cap_a_ = 0, cap_b_ = 0, need_rounded_ = 0, cap_rounded_ = 0;
+  bool bf16_ = false;
 };
 
 }  // namespace kiln::detail

@@ -24,6 +24,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include <kiln/bf16.hpp>
 
 // GCC 12 reports its own AVX-512 unpack intrinsics (`__Y = __Y`) as used
 // uninitialized once they are inlined here (GCC bug 105593); the warning is
@@ -147,6 +151,31 @@ inline void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::p
   }
 }
 
+/// C tile += acc: in place for a full tile, through masks and a column count at an edge.
+template <int V>
+inline void store_tile(const __m512 (&acc)[V][NR], float* c, std::ptrdiff_t ldc, std::ptrdiff_t rows,
+                       std::ptrdiff_t cols) {
+  if (cols == NR && rows == 16 * V) {
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      float* cj = c + j * ldc;
+      for (int v = 0; v < V; ++v) _mm512_storeu_ps(cj + 16 * v, _mm512_add_ps(_mm512_loadu_ps(cj + 16 * v), acc[v][j]));
+    }
+  } else {
+    __mmask16 mask[V];
+    for (int v = 0; v < V; ++v) {
+      const std::ptrdiff_t r = std::clamp<std::ptrdiff_t>(rows - 16 * v, 0, 16);
+      mask[v] = r == 16 ? __mmask16(0xFFFF) : __mmask16((1u << r) - 1);
+    }
+    for (int j = 0; j < cols; ++j) {
+      float* cj = c + j * ldc;
+      for (int v = 0; v < V; ++v)
+        _mm512_mask_storeu_ps(cj + 16 * v, mask[v],
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], cj + 16 * v), acc[v][j]));
+    }
+  }
+}
+
 /// C(rows × cols tile at c, ldc) += packed A panel · packed B panel over kc,
 /// with V = 2 (rows up to 32) or V = 1 (rows up to 16: half the work).
 /// A full tile is updated in place; an edge tile through masks and a column count.
@@ -170,25 +199,7 @@ template <int V>
     a += MR;
     b += NR;
   }
-  if (cols == NR && rows == 16 * V) {
-#pragma GCC unroll 16
-    for (int j = 0; j < NR; ++j) {
-      float* cj = c + j * ldc;
-      for (int v = 0; v < V; ++v) _mm512_storeu_ps(cj + 16 * v, _mm512_add_ps(_mm512_loadu_ps(cj + 16 * v), acc[v][j]));
-    }
-  } else {
-    __mmask16 mask[V];
-    for (int v = 0; v < V; ++v) {
-      const std::ptrdiff_t r = std::clamp<std::ptrdiff_t>(rows - 16 * v, 0, 16);
-      mask[v] = r == 16 ? __mmask16(0xFFFF) : __mmask16((1u << r) - 1);
-    }
-    for (int j = 0; j < cols; ++j) {
-      float* cj = c + j * ldc;
-      for (int v = 0; v < V; ++v)
-        _mm512_mask_storeu_ps(cj + 16 * v, mask[v],
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], cj + 16 * v), acc[v][j]));
-    }
-  }
+  store_tile<V>(acc, c, ldc, rows, cols);
 }
 
 /// C(m×n, ldc) += op(A)·op(B); pa and pb hold packed_a_floats(m, k) and
@@ -221,6 +232,166 @@ void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, 
     }
   }
 }
+
+#if defined(__AVX512BF16__)
+// ---- bf16 operands: AVX512-BF16 dot products of pairs, f32 accumulation ----------
+//
+// The same blocking, with operands converted to bf16 as they are packed
+// (rounded to nearest even by the hardware; NaN stays NaN). A panel holds,
+// for each pair of depths (2q, 2q + 1), each row's two values side by side
+// in one 32-bit lane, which is what vdpbf16ps multiplies pairwise and adds
+// into an f32 lane: a zmm of A is 16 rows × 2 depths, a B broadcast is one
+// column's pair. An odd depth is padded with a zero.
+
+/// Interleaves lo[i], hi[i] as bf16 pairs: lane i = (bf16(hi[i]) << 16) | bf16(lo[i]).
+inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
+  const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lo in 0…15, hi in 16…31
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                         5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(order, both);
+}
+
+inline std::uint16_t bf16_bits(float f) { return kiln::bf16::from(f).bits; }
+
+template <bool TransA>
+inline void pack_a_bf16(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, std::uint16_t* out) {
+  const std::ptrdiff_t pairs = (kc + 1) / 2;
+  alignas(64) float block[16 * 16];
+  for (std::ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
+    const std::ptrdiff_t rows = std::min(MR, mc - i0);
+    std::ptrdiff_t q = 0;
+    if (!TransA && rows == MR) {
+      for (; 2 * q + 1 < kc; ++q)
+        for (std::ptrdiff_t h = 0; h < MR; h += 16) {
+          const float* col = a + i0 + h + 2 * q * lda;
+          _mm512_store_si512(out + (q * MR + h) * 2, bf16_pairs(_mm512_loadu_ps(col), _mm512_loadu_ps(col + lda)));
+        }
+    } else if (TransA && rows == MR) {
+      for (; 2 * q + 16 <= kc; q += 8)  // 16 depths at a time, through a transpose
+        for (std::ptrdiff_t h = 0; h < MR; h += 16) {
+          transpose_16x16(a + 2 * q + (i0 + h) * lda, lda, block, 16);  // block[d·16 + r] = op(A)(i0+h+r, 2q+d)
+          for (std::ptrdiff_t d = 0; d < 16; d += 2)
+            _mm512_store_si512(out + ((q + d / 2) * MR + h) * 2,
+                               bf16_pairs(_mm512_load_ps(block + d * 16), _mm512_load_ps(block + (d + 1) * 16)));
+        }
+    }
+    for (; q < pairs; ++q)  // what is left: edges, odd depth, partial panels
+      for (std::ptrdiff_t i = 0; i < MR; ++i) {
+        const bool row_in = i < rows;
+        out[(q * MR + i) * 2] = row_in ? bf16_bits(*element<TransA>(a, lda, i0 + i, 2 * q)) : 0;
+        out[(q * MR + i) * 2 + 1] =
+            row_in && 2 * q + 1 < kc ? bf16_bits(*element<TransA>(a, lda, i0 + i, 2 * q + 1)) : 0;
+      }
+    out += pairs * MR * 2;
+  }
+}
+
+template <bool TransB>
+inline void pack_b_bf16(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, std::uint16_t* out) {
+  const std::ptrdiff_t pairs = (kc + 1) / 2;
+  for (std::ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
+    const std::ptrdiff_t cols = std::min(NR, nc - j0);
+    std::ptrdiff_t q = 0;
+    if (cols == NR && TransB) {
+      // op(B)(p, j) = b[j + p·ldb]: rows 2q and 2q + 1 hold the NR columns' pairs.
+      for (; 2 * q + 1 < kc; ++q) {
+        const float* row = b + j0 + 2 * q * ldb;
+        const __m512i p16 = bf16_pairs(_mm512_castps256_ps512(_mm256_loadu_ps(row)),
+                                       _mm512_castps256_ps512(_mm256_loadu_ps(row + ldb)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + q * NR * 2), _mm512_castsi512_si256(p16));
+      }
+    } else if (cols == NR && !TransB) {
+      // op(B)(p, j) = b[p + j·ldb]: column j's pair (2q, 2q + 1) is two adjacent
+      // floats. Convert 16 depths of each column, then transpose the 8 × 8 pairs.
+      for (; 2 * q + 16 <= kc; q += 8) {
+        __m256i v[NR];
+        for (int j = 0; j < NR; ++j)
+          v[j] = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(b + 2 * q + (j0 + j) * ldb)));
+        const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+        const __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+        const __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+        const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+        const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+        const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+        const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+        // u0: pair 0 of columns 0-3 | pair 4 of columns 0-3 (128-bit halves); u4 the same for columns 4-7, …
+        const __m256i rows[8] = {_mm256_permute2x128_si256(u0, u4, 0x20), _mm256_permute2x128_si256(u1, u5, 0x20),
+                                 _mm256_permute2x128_si256(u2, u6, 0x20), _mm256_permute2x128_si256(u3, u7, 0x20),
+                                 _mm256_permute2x128_si256(u0, u4, 0x31), _mm256_permute2x128_si256(u1, u5, 0x31),
+                                 _mm256_permute2x128_si256(u2, u6, 0x31), _mm256_permute2x128_si256(u3, u7, 0x31)};
+        for (int t = 0; t < 8; ++t) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (q + t) * NR * 2), rows[t]);
+      }
+    }
+    for (; q < pairs; ++q)
+      for (std::ptrdiff_t j = 0; j < NR; ++j) {
+        const bool col_in = j < cols;
+        out[(q * NR + j) * 2] = col_in ? bf16_bits(*element<TransB>(b, ldb, 2 * q, j0 + j)) : 0;
+        out[(q * NR + j) * 2 + 1] =
+            col_in && 2 * q + 1 < kc ? bf16_bits(*element<TransB>(b, ldb, 2 * q + 1, j0 + j)) : 0;
+      }
+    out += pairs * NR * 2;
+  }
+}
+
+template <int V>
+[[gnu::noinline]] void micro_kernel_bf16(std::ptrdiff_t pairs, const std::uint16_t* a, const std::uint16_t* b, float* c,
+                                         std::ptrdiff_t ldc, std::ptrdiff_t rows, std::ptrdiff_t cols) {
+  __m512 acc[V][NR];
+  for (int v = 0; v < V; ++v)
+    for (int j = 0; j < NR; ++j) acc[v][j] = _mm512_setzero_ps();
+  for (std::ptrdiff_t q = 0; q < pairs; ++q) {
+    __m512bh av[V];
+    for (int v = 0; v < V; ++v) av[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(a + 32 * v));
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      std::int32_t pair;
+      std::memcpy(&pair, b + 2 * j, sizeof pair);
+      const __m512bh bj = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+      for (int v = 0; v < V; ++v) acc[v][j] = _mm512_dpbf16_ps(acc[v][j], av[v], bj);
+    }
+    a += 2 * MR;
+    b += 2 * NR;
+  }
+  store_tile<V>(acc, c, ldc, rows, cols);
+}
+
+/// C(m×n, ldc) += op(A)·op(B) with both operands rounded to bf16; pa and pb
+/// hold packed_a_floats(m, k) and packed_b_floats(n, k) floats (the bf16
+/// panels need at most as many bytes), 64-byte aligned.
+template <bool TransA, bool TransB>
+void gemm_bf16(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
+               std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb) {
+  auto* pa16 = reinterpret_cast<std::uint16_t*>(pa);
+  auto* pb16 = reinterpret_cast<std::uint16_t*>(pb);
+  const std::ptrdiff_t nc_block = even_block(n, NC, NR), kc_block = even_block(k, KC, 16),
+                       mc_block = even_block(m, MC, MR);
+  for (std::ptrdiff_t jc = 0; jc < n; jc += nc_block) {
+    const std::ptrdiff_t nc = std::min(nc_block, n - jc);
+    for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
+      const std::ptrdiff_t kc = std::min(kc_block, k - pc), pairs = (kc + 1) / 2;
+      pack_b_bf16<TransB>(TransB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, pb16);
+      for (std::ptrdiff_t ic = 0; ic < m; ic += mc_block) {
+        const std::ptrdiff_t mc = std::min(mc_block, m - ic);
+        pack_a_bf16<TransA>(TransA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, pa16);
+        for (std::ptrdiff_t jr = 0; jr < nc; jr += NR) {
+          for (std::ptrdiff_t ir = 0; ir < mc; ir += MR) {
+            const std::ptrdiff_t rows = std::min(MR, mc - ir);
+            float* tile = c + (ic + ir) + (jc + jr) * ldc;
+            const std::uint16_t* ap = pa16 + ir * pairs * 2;
+            const std::uint16_t* bp = pb16 + jr * pairs * 2;
+            if (rows > 16) {
+              micro_kernel_bf16<2>(pairs, ap, bp, tile, ldc, rows, std::min(NR, nc - jr));
+            } else {
+              micro_kernel_bf16<1>(pairs, ap, bp, tile, ldc, rows, std::min(NR, nc - jr));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+#endif  // __AVX512BF16__
 
 }  // namespace kiln::detail::avx512
 

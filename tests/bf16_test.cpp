@@ -1,0 +1,137 @@
+// precision<bf16>: the conversion, the bf16 GEMM (AVX512-BF16 where the
+// target has it, rounding + f32 elsewhere) against references, a training run
+// that must track its f32 twin, and checkpoints that cross precisions.
+#include <kiln/kiln.hpp>
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <vector>
+
+#include "support/blobs.hpp"
+
+namespace {
+using namespace kiln;
+
+std::uint16_t bits_of(float f) { return bf16::from(f).bits; }
+
+TEST(bf16, rounds_to_nearest_even_and_keeps_nan) {
+  EXPECT_EQ(bits_of(1.0f), 0x3F80);
+  EXPECT_EQ(bits_of(-2.0f), 0xC000);
+  EXPECT_EQ(static_cast<float>(bf16::from(1.0f)), 1.0f);
+  const float ulp = 0x1.0p-7f;                                        // bf16's spacing at 1
+  EXPECT_EQ(round_to_bf16(1.0f + ulp / 2), 1.0f);                     // tie: to the even neighbour (1)
+  EXPECT_EQ(round_to_bf16(1.0f + 3 * ulp / 2), 1.0f + 2 * ulp);       // tie: to the even neighbour (1 + 2 ulp)
+  EXPECT_EQ(round_to_bf16(1.0f + ulp / 2 + 0x1.0p-20f), 1.0f + ulp);  // above the tie: up
+  EXPECT_EQ(round_to_bf16(1.0f + ulp / 2 - 0x1.0p-20f), 1.0f);        // below: down
+  EXPECT_EQ(bits_of(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_EQ(bits_of(-0.0f), 0x8000);
+  EXPECT_EQ(bits_of(std::numeric_limits<float>::max()), 0x7F80);  // overflows to infinity, as IEEE rounding does
+  // A NaN whose payload is only in the low 16 bits would round into an infinity; it must stay a NaN.
+  const float low_payload_nan = std::bit_cast<float>(0x7F800001u);
+  EXPECT_TRUE(std::isnan(static_cast<float>(bf16::from(low_payload_nan))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(bf16::from(-std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(bits_of(-std::numeric_limits<float>::quiet_NaN()) & 0x8000, 0x8000);  // sign kept
+}
+
+/// C = op(A)·op(B) in bf16 mode against (1) a double reference of the
+/// bf16-rounded operands, which it must match to f32 accumulation error, and
+/// (2) the exact f32 operands, within the error bf16's 8-bit significand
+/// allows: each product's factors are off by at most 2⁻⁸ relative (half the
+/// spacing 2⁻⁷ of 8 significant bits), so |error| ≤ (2·2⁻⁸ + 2⁻¹⁶)·Σ|a·b|.
+template <bool TransA, bool TransB>
+void check_bf16_gemm(detail::index m, detail::index n, detail::index k, std::uint64_t seed) {
+  using detail::index;
+  rng g(seed);
+  const index lda = TransA ? k : m, ldb = TransB ? n : k;
+  std::vector<float> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)),
+      c(static_cast<std::size_t>(m * n));
+  for (auto& v : a) v = static_cast<float>(g.uniform(-2, 2));
+  for (auto& v : b) v = static_cast<float>(g.uniform(-2, 2));
+  detail::gemm_scratch<float> s;
+  s.use_bf16_operands(true);
+  s.reserve(m, n, k);
+  s.run<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m, false);
+  for (index j = 0; j < n; ++j)
+    for (index i = 0; i < m; ++i) {
+      double rounded = 0, exact = 0, magnitude = 0;
+      for (index p = 0; p < k; ++p) {
+        const float x = TransA ? a[static_cast<std::size_t>(p + i * lda)] : a[static_cast<std::size_t>(i + p * lda)];
+        const float y = TransB ? b[static_cast<std::size_t>(j + p * ldb)] : b[static_cast<std::size_t>(p + j * ldb)];
+        rounded += static_cast<double>(round_to_bf16(x)) * round_to_bf16(y);
+        exact += static_cast<double>(x) * y;
+        magnitude += std::abs(static_cast<double>(x) * y);
+      }
+      const double got = c[static_cast<std::size_t>(i + j * m)];
+      ASSERT_NEAR(got, rounded, 1e-6 * magnitude + 1e-6) << m << "×" << n << "×" << k << " at " << i << ", " << j;
+      ASSERT_NEAR(got, exact, (2 * 0x1.0p-8 + 0x1.0p-16) * magnitude + 1e-6);
+    }
+}
+
+TEST(bf16, gemm_matches_references_on_every_edge_of_the_blocking) {
+  std::uint64_t seed = 1;
+  for (detail::index m : {1, 15, 16, 17, 33, 100})
+    for (detail::index n : {1, 7, 8, 9, 64})
+      for (detail::index k : {1, 2, 3, 16, 17, 33, 385}) {
+        check_bf16_gemm<false, false>(m, n, k, ++seed);
+        check_bf16_gemm<true, false>(m, n, k, ++seed);
+        check_bf16_gemm<false, true>(m, n, k, ++seed);
+        check_bf16_gemm<true, true>(m, n, k, ++seed);
+      }
+}
+
+using mlp = model<input<2, 2>, flatten, dense<32>, relu, dense<16>, relu, dense<3>>;
+
+TEST(bf16, a_program_keeps_f32_master_weights) {
+  auto p = compile<mlp, batch<8>, precision<bf16>>(1);
+  static_assert(std::is_same_v<decltype(p)::scalar_type, float>);
+  static_assert(decltype(p)::bf16_gemm);
+  static_assert(!decltype(compile<mlp, batch<8>>())::bf16_gemm);
+  auto q = compile<mlp, batch<8>>(1);
+  EXPECT_TRUE(std::equal(p.parameters().begin(), p.parameters().end(), q.parameters().begin()))
+      << "the same seed gives the same f32 weights whatever the precision";
+}
+
+TEST(bf16, training_tracks_the_f32_loss_curve) {
+  // Same data, seed and optimizer; the only difference is the GEMMs' operand
+  // rounding. Each epoch's mean training loss must stay within 0.02 + 10 % of
+  // the f32 run's (single-batch losses are too noisy to compare one by one).
+  const dataset data = kiln::testing::blobs(480, 3);
+  auto run = [&](auto p) {
+    trainer t{p, sgd{.lr = 0.05f, .momentum = 0.9f}};
+    std::vector<double> losses;
+    t.fit(data, epochs{8}, {.seed = 1, .progress = progress_mode::none, .on_epoch_end = [&](const epoch_metrics& m) {
+                              losses.push_back(m.train.loss);
+                            }});
+    return std::pair{losses, t.evaluate(data).accuracy};
+  };
+  const auto [f32, f32_accuracy] = run(compile<mlp, batch<16>>(2));
+  const auto [b16, b16_accuracy] = run(compile<mlp, batch<16>, precision<bf16>>(2));
+  ASSERT_EQ(f32.size(), 8u);
+  ASSERT_EQ(b16.size(), 8u);
+  for (std::size_t i = 0; i < f32.size(); ++i) EXPECT_NEAR(b16[i], f32[i], 0.02 + 0.1 * f32[i]) << "epoch " << i + 1;
+  EXPECT_LT(f32.back(), 0.5 * f32.front()) << "the f32 run must learn for the comparison to mean anything";
+  EXPECT_NEAR(b16_accuracy, f32_accuracy, 0.02);
+}
+
+TEST(bf16, checkpoints_hold_f32_master_weights_and_cross_precisions) {
+  const auto dir = std::filesystem::temp_directory_path() / "kiln_bf16_checkpoint";
+  std::filesystem::create_directories(dir);
+  auto b = compile<mlp, batch<8>, precision<bf16>>(3);
+  for (auto& w : b.layer_parameter<2>()) w += 1e-4f;  // not representable in bf16: must survive exactly
+  save_checkpoint(dir / "bf16.kiln", b);
+  auto f = compile<mlp, batch<8>>(4);
+  load_checkpoint(dir / "bf16.kiln", f);
+  EXPECT_TRUE(std::equal(b.parameters().begin(), b.parameters().end(), f.parameters().begin()));
+  save_checkpoint(dir / "f32.kiln", f);
+  auto back = compile<mlp, batch<8>, precision<bf16>>(5);
+  load_checkpoint(dir / "f32.kiln", back);
+  EXPECT_TRUE(std::equal(f.parameters().begin(), f.parameters().end(), back.parameters().begin()));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
