@@ -3,10 +3,10 @@
 // same way as the peers (see compare_common.hpp). Each step copies its batch
 // into the program's input (as kiln::trainer does) and runs train_step.
 //
-//   kiln_compare_kiln --model mlp|cnn [--threads 1|2] [--warmup 50] [--steps S] [--windows W]
+//   kiln_compare_kiln --model mlp|cnn [--threads 1|2] [--bf16] [--warmup 50] [--steps S] [--windows W]
 //
 // --threads 2 runs replicate<2> (two pinned replicas of 32 samples: the same
-// global batch of 64).
+// global batch of 64); --bf16 runs precision<bf16> (one thread).
 #include <kiln/kiln.hpp>
 
 #include "compare_common.hpp"
@@ -27,7 +27,7 @@ using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, relu, max_pool<2>, c
 
 template <class Model, class... Options>
 void run(const compare::Args& args, int threads, const std::vector<float>& xs, const std::vector<std::uint32_t>& ys,
-         int num_batches) {
+         int num_batches, const char* system = "kiln") {
   auto p = compile<Model, Options...>(/*seed=*/1);
   static_assert(decltype(p)::global_batch == compare::kBatch);
   const sgd opt{.lr = compare::kLearningRate, .momentum = compare::kMomentum};
@@ -43,7 +43,7 @@ void run(const compare::Args& args, int threads, const std::vector<float>& xs, c
   const auto [samples_per_s, final_loss] = compare::timed_windows(args, step);
   compare::Args reported = args;
   reported.threads = threads;
-  compare::print_report("kiln", reported, samples_per_s, final_loss);
+  compare::print_report(system, reported, samples_per_s, final_loss);
 }
 
 }  // namespace
@@ -51,9 +51,12 @@ void run(const compare::Args& args, int threads, const std::vector<float>& xs, c
 int main(int argc, char** argv) try {
   // --threads is kiln's own option here (replicate<N>); the shared parser takes 1 only.
   int threads = 1;
+  bool bf16_operands = false;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+    if (std::strcmp(argv[i], "--bf16") == 0) {
+      bf16_operands = true;
+    } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else {
       rest.push_back(argv[i]);
@@ -75,7 +78,12 @@ int main(int argc, char** argv) try {
                 xs.begin() + static_cast<std::ptrdiff_t>(j * compare::kPixels));
     ys[j] = static_cast<std::uint32_t>(data.labels[src]);
   }
-  if (args.model == "mlp") {
+  if (bf16_operands) {
+    if (args.model == "mlp")
+      run<mlp, batch<64>, precision<bf16>>(args, 1, xs, ys, num_batches, "kiln bf16");
+    else
+      run<cnn, batch<64>, precision<bf16>>(args, 1, xs, ys, num_batches, "kiln bf16");
+  } else if (args.model == "mlp") {
     if (threads == 1)
       run<mlp, batch<64>>(args, threads, xs, ys, num_batches);
     else

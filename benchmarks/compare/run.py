@@ -59,6 +59,7 @@ def systems(build, model):
     out = [
         ("kiln", 1, [os.path.join(cmp, "kiln_compare_kiln"), "--threads", "1"] + common, single),
         ("kiln replicate<2>", 2, [os.path.join(cmp, "kiln_compare_kiln"), "--threads", "2"] + common, single),
+        ("kiln precision<bf16>", 1, [os.path.join(cmp, "kiln_compare_kiln"), "--bf16"] + common, single),
         ("hand-written Eigen", 1, [os.path.join(cmp, "kiln_compare_eigen")] + common, single),
         ("PyTorch", 1, ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--threads", "1"] + common,
          dict(single, LD_LIBRARY_PATH=OPENBLAS)),
@@ -137,7 +138,7 @@ def main():
     a = p.parse_args()
     print(f"kiln side-by-side comparison, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
           f"{open('/proc/loadavg').read().split()[0]} load before the run")
-    for model in a.models.split(","):
+    for model in filter(None, a.models.split(",")):  # --models "" : the compile report alone
         compare(a.build, model, a.reps)
     if not a.no_compile:
         compile_report(a.build)
