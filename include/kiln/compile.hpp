@@ -226,19 +226,14 @@ class program {
   /// Builds the program and initialises its parameters from `seed`.
   explicit program(std::uint64_t seed = 0) : program(nullptr) { initialize(seed); }
 
-  program(const program& other) : program(nullptr) {
-    copy_parameters_from(other);
-    training_ = other.training_;
-    seed_ = other.seed_;
-    step_ = other.step_;
-  }
+  program(const program& other) : program(nullptr) { copy_from(other); }
   program& operator=(const program& other) {
     if (this == &other) return *this;
     if (!params_) {  // moved from: build afresh
       program fresh(other);
       return *this = std::move(fresh);
     }
-    copy_parameters_from(other);
+    copy_from(other);
     return *this;
   }
   program(program&&) noexcept = default;
@@ -534,9 +529,13 @@ class program {
     return {begin, std::min(begin + chunk, layout::buffer_size)};
   }
 
-  void copy_parameters_from(const program& other) {
+  /// Everything a copy carries: parameters, state, gradients, mode, seed and step.
+  void copy_from(const program& other) {
     std::copy_n(other.params_.get(), layout::buffer_size, params_.get());
     std::copy_n(other.state_.get(), state_layout::buffer_size, state_.get());
+    training_ = other.training_;
+    seed_ = other.seed_;
+    step_ = other.step_;
     std::copy_n(other.gradient_of(0), layout::buffer_size, gradient_of(0));
   }
 

@@ -108,6 +108,20 @@ TEST(dropout, the_mask_follows_seed_and_step_and_not_the_split_into_replicas) {
   EXPECT_NE(masks(one, 3), masks(other_seed, 3));
 }
 
+TEST(dropout, copies_and_assignments_carry_the_mode_seed_and_step) {
+  auto p = compile<drop_net, batch<2>, mse>(5);
+  p.set_step(9);
+  p.set_training(false);
+  auto copy = p;
+  auto assigned = compile<drop_net, batch<2>, mse>(6);
+  assigned = p;
+  for (const auto* q : {&copy, &assigned}) {
+    EXPECT_EQ(q->step(), 9u);
+    EXPECT_EQ(q->seed(), 5u);
+    EXPECT_FALSE(q->training());
+  }
+}
+
 TEST(dropout, train_step_advances_the_step_and_restores_the_mode) {
   auto p = compile<model<input<4>, dense<3>, dropout<0.5>>, batch<2>, mse>(1);
   p.set_training(false);
