@@ -202,35 +202,66 @@ template <int V>
   store_tile<V>(acc, c, ldc, rows, cols);
 }
 
-/// C(m×n, ldc) += op(A)·op(B); pa and pb hold packed_a_floats(m, k) and
-/// packed_b_floats(n, k) floats, 64-byte aligned.
-template <bool TransA, bool TransB>
-void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
-          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb) {
+/// The blocking loops shared by the f32 and bf16 products. Ops names the
+/// packed element type, how many of them a row takes per step of depth
+/// (`width`), how many steps a depth of kc is, the packing routines and the
+/// micro-kernel.
+template <class Ops, bool TransA, bool TransB>
+void blocked_gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
+                  const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, typename Ops::packed* pa,
+                  typename Ops::packed* pb) {
   const std::ptrdiff_t nc_block = even_block(n, NC, NR), kc_block = even_block(k, KC, 16),
                        mc_block = even_block(m, MC, MR);
   for (std::ptrdiff_t jc = 0; jc < n; jc += nc_block) {
     const std::ptrdiff_t nc = std::min(nc_block, n - jc);
     for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
-      const std::ptrdiff_t kc = std::min(kc_block, k - pc);
-      pack_b<TransB>(TransB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, pb);
+      const std::ptrdiff_t kc = std::min(kc_block, k - pc), panel = Ops::steps(kc) * Ops::width;
+      Ops::template pack_b<TransB>(TransB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, pb);
       for (std::ptrdiff_t ic = 0; ic < m; ic += mc_block) {
         const std::ptrdiff_t mc = std::min(mc_block, m - ic);
-        pack_a<TransA>(TransA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, pa);
+        Ops::template pack_a<TransA>(TransA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, pa);
         for (std::ptrdiff_t jr = 0; jr < nc; jr += NR) {
           for (std::ptrdiff_t ir = 0; ir < mc; ir += MR) {
-            const std::ptrdiff_t rows = std::min(MR, mc - ir);
+            const std::ptrdiff_t rows = std::min(MR, mc - ir), cols = std::min(NR, nc - jr);
             float* tile = c + (ic + ir) + (jc + jr) * ldc;
             if (rows > 16) {
-              micro_kernel<2>(kc, pa + ir * kc, pb + jr * kc, tile, ldc, rows, std::min(NR, nc - jr));
+              Ops::template kernel<2>(Ops::steps(kc), pa + ir * panel, pb + jr * panel, tile, ldc, rows, cols);
             } else {
-              micro_kernel<1>(kc, pa + ir * kc, pb + jr * kc, tile, ldc, rows, std::min(NR, nc - jr));
+              Ops::template kernel<1>(Ops::steps(kc), pa + ir * panel, pb + jr * panel, tile, ldc, rows, cols);
             }
           }
         }
       }
     }
   }
+}
+
+/// f32 operands: one float per row and depth.
+struct f32_ops {
+  using packed = float;
+  static constexpr std::ptrdiff_t width = 1;
+  static constexpr std::ptrdiff_t steps(std::ptrdiff_t kc) { return kc; }
+  template <bool TransA>
+  static void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
+    avx512::pack_a<TransA>(a, lda, mc, kc, out);
+  }
+  template <bool TransB>
+  static void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
+    avx512::pack_b<TransB>(b, ldb, kc, nc, out);
+  }
+  template <int V>
+  static void kernel(std::ptrdiff_t kc, const float* a, const float* b, float* c, std::ptrdiff_t ldc,
+                     std::ptrdiff_t rows, std::ptrdiff_t cols) {
+    micro_kernel<V>(kc, a, b, c, ldc, rows, cols);
+  }
+};
+
+/// C(m×n, ldc) += op(A)·op(B); pa and pb hold packed_a_floats(m, k) and
+/// packed_b_floats(n, k) floats, 64-byte aligned.
+template <bool TransA, bool TransB>
+void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
+          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb) {
+  blocked_gemm<f32_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb);
 }
 
 #if defined(__AVX512BF16__)
@@ -356,40 +387,34 @@ template <int V>
   store_tile<V>(acc, c, ldc, rows, cols);
 }
 
+/// bf16 operands: a pair of depths per row and step.
+struct bf16_ops {
+  using packed = std::uint16_t;
+  static constexpr std::ptrdiff_t width = 2;
+  static constexpr std::ptrdiff_t steps(std::ptrdiff_t kc) { return (kc + 1) / 2; }
+  template <bool TransA>
+  static void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, packed* out) {
+    pack_a_bf16<TransA>(a, lda, mc, kc, out);
+  }
+  template <bool TransB>
+  static void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, packed* out) {
+    pack_b_bf16<TransB>(b, ldb, kc, nc, out);
+  }
+  template <int V>
+  static void kernel(std::ptrdiff_t pairs, const packed* a, const packed* b, float* c, std::ptrdiff_t ldc,
+                     std::ptrdiff_t rows, std::ptrdiff_t cols) {
+    micro_kernel_bf16<V>(pairs, a, b, c, ldc, rows, cols);
+  }
+};
+
 /// C(m×n, ldc) += op(A)·op(B) with both operands rounded to bf16; pa and pb
 /// hold packed_a_floats(m, k) and packed_b_floats(n, k) floats (the bf16
 /// panels need at most as many bytes), 64-byte aligned.
 template <bool TransA, bool TransB>
 void gemm_bf16(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
                std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb) {
-  auto* pa16 = reinterpret_cast<std::uint16_t*>(pa);
-  auto* pb16 = reinterpret_cast<std::uint16_t*>(pb);
-  const std::ptrdiff_t nc_block = even_block(n, NC, NR), kc_block = even_block(k, KC, 16),
-                       mc_block = even_block(m, MC, MR);
-  for (std::ptrdiff_t jc = 0; jc < n; jc += nc_block) {
-    const std::ptrdiff_t nc = std::min(nc_block, n - jc);
-    for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
-      const std::ptrdiff_t kc = std::min(kc_block, k - pc), pairs = (kc + 1) / 2;
-      pack_b_bf16<TransB>(TransB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, pb16);
-      for (std::ptrdiff_t ic = 0; ic < m; ic += mc_block) {
-        const std::ptrdiff_t mc = std::min(mc_block, m - ic);
-        pack_a_bf16<TransA>(TransA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, pa16);
-        for (std::ptrdiff_t jr = 0; jr < nc; jr += NR) {
-          for (std::ptrdiff_t ir = 0; ir < mc; ir += MR) {
-            const std::ptrdiff_t rows = std::min(MR, mc - ir);
-            float* tile = c + (ic + ir) + (jc + jr) * ldc;
-            const std::uint16_t* ap = pa16 + ir * pairs * 2;
-            const std::uint16_t* bp = pb16 + jr * pairs * 2;
-            if (rows > 16) {
-              micro_kernel_bf16<2>(pairs, ap, bp, tile, ldc, rows, std::min(NR, nc - jr));
-            } else {
-              micro_kernel_bf16<1>(pairs, ap, bp, tile, ldc, rows, std::min(NR, nc - jr));
-            }
-          }
-        }
-      }
-    }
-  }
+  blocked_gemm<bf16_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, reinterpret_cast<std::uint16_t*>(pa),
+                                         reinterpret_cast<std::uint16_t*>(pb));
 }
 #endif  // __AVX512BF16__
 
