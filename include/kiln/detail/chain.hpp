@@ -368,7 +368,9 @@ struct sub_chain {
 };
 
 /// The members of a layer whose body is a sub_chain (residual, a model used
-/// as a layer, transformer_block): its positions, parameters, state and memory.
+/// as a layer, transformer_block): its positions, parameters, state and
+/// memory, and the passes of a layer whose output is its body's (residual
+/// replaces them with its own).
 template <class Chain>
 struct chain_layer {
   using chain = Chain;
@@ -382,6 +384,16 @@ struct chain_layer {
   template <std::size_t B, class T>
   static void reserve(gemm_scratch<T>& g) {
     Chain::template reserve<B, T>(g);
+  }
+
+  template <class Ctx>
+  static void forward(const Ctx& c) {
+    Chain::forward(c);
+    std::copy_n(Chain::output(c), Chain::output_shape::size * Ctx::batch, c.y);
+  }
+  template <class Ctx>
+  static void backward(const Ctx& c) {
+    Chain::backward(c);
   }
 };
 
@@ -399,18 +411,7 @@ struct submodel {
     static_assert(diagnostics::a_model_used_as_a_layer_receives_the_input_it_declares<layer_at<Position, M>,
                                                                                       typename M::input_shape_type, In>,
                   "kiln::model used as a layer: it must receive the input<...> shape it declares");
-    using body = typename M::template chain<Declared, typename M::input_shape_type, Position + 1>;
-    using output_shape = typename body::output_shape;
-
-    template <class Ctx>
-    static void forward(const Ctx& c) {
-      body::forward(c);
-      std::copy_n(body::output(c), output_shape::size * Ctx::batch, c.y);
-    }
-    template <class Ctx>
-    static void backward(const Ctx& c) {
-      body::backward(c);
-    }
+    using output_shape = typename bind::chain::output_shape;
   };
 };
 

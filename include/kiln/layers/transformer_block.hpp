@@ -62,18 +62,7 @@ struct transformer_block {
     static_assert(
         diagnostics::transformer_block_input_must_be_a_sequence_shape_L_D<layer_at<Position, transformer_block>, In>,
         "kiln::transformer_block: the input must be a sequence shape<L, D> (rank 2)");
-    using body = typename body_of<In>::template type<Declared, Position + 1>;
-    using output_shape = In;
-
-    template <class Ctx>
-    static void forward(const Ctx& c) {
-      body::forward(c);
-      std::copy_n(body::output(c), In::size * Ctx::batch, c.y);
-    }
-    template <class Ctx>
-    static void backward(const Ctx& c) {
-      body::backward(c);
-    }
+    using output_shape = In;  // forward and backward: chain_layer's (the body's output, copied)
   };
 };
 
