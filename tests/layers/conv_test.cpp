@@ -12,8 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../support/gradient_check.hpp"
 
@@ -85,5 +89,86 @@ TEST(pooling, forward_values) {
   // windows {0,7,12,3}, {14,5,10,1}, {8,15,4,11}, {6,13,2,9}
   EXPECT_EQ(std::vector<double>(mp.output().begin(), mp.output().end()), (std::vector<double>{12, 14, 15, 13}));
   EXPECT_EQ(std::vector<double>(ap.output().begin(), ap.output().end()), (std::vector<double>{5.5, 7.5, 9.5, 7.5}));
+}
+
+// max_pool's contract, on both of its paths (float takes the AVX-512 kernel
+// for 2 × 2 windows, double the plain loops): the window's maximum, NaN if
+// the window holds one, and the gradient to the first maximum in row-major
+// order. Values drawn from {0, 1, 2} make ties common; odd extents leave a
+// row and a column outside every window (their gradient is zero).
+template <class T>
+class max_pool_contract : public ::testing::Test {};
+using pool_scalars = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(max_pool_contract, pool_scalars);
+
+TYPED_TEST(max_pool_contract, ties_go_to_the_first_maximum_and_nan_propagates) {
+  using T = TypeParam;
+  constexpr std::size_t C = 2, H = 5, W = 19, Ho = 2, Wo = 9;
+  using bound = max_pool<2>::bind<shape<C, H, W>, 1>;
+  constexpr std::size_t B = 2;
+  std::vector<T> x(B * C * H * W), y(B * C * Ho * Wo), dy(y.size()), dx(x.size(), T(-7));
+  rng g(3);
+  for (auto& v : x) v = T(g.below(3));
+  x[3 * W + 8] = std::numeric_limits<T>::quiet_NaN();  // plane 0, window (1, 4)
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = T(i + 1);
+  detail::layer_context<T, B, detail::parameter_layout<>> c;
+  c.x = x.data(), c.y = y.data(), c.dy = dy.data(), c.dx = dx.data();
+  bound::forward(c);
+  bound::backward(c);
+  std::vector<T> want_dx(x.size(), T(0));
+  for (std::size_t plane = 0; plane < B * C; ++plane)
+    for (std::size_t i = 0; i < Ho; ++i)
+      for (std::size_t j = 0; j < Wo; ++j) {
+        const std::size_t o = plane * Ho * Wo + i * Wo + j;
+        std::size_t first = 0;
+        T best = -1;
+        bool nan = false;
+        for (std::size_t u = 0; u < 2; ++u)
+          for (std::size_t v = 0; v < 2; ++v) {
+            const std::size_t at = plane * H * W + (2 * i + u) * W + 2 * j + v;
+            nan = nan || std::isnan(x[at]);
+            if (x[at] > best) best = x[at], first = at;
+          }
+        if (nan) {
+          EXPECT_TRUE(std::isnan(y[o])) << "window " << o;
+        } else {
+          EXPECT_EQ(y[o], best) << "window " << o;
+          want_dx[first] = dy[o];
+        }
+      }
+  EXPECT_TRUE(std::isnan(y[Wo + 4]));
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(dx[i], want_dx[i]) << "element " << i;
+}
+
+// conv2d and the pools run vectorised copies in float on AVX-512 targets and
+// plain loops in double: the two must agree on rows wider than one vector
+// (37 and 18 columns: full, partial and padded chunks), on the input
+// gradient (the second conv folds back into the first's output) and on the
+// weight gradients.
+TEST(conv2d, float_agrees_with_double_on_wide_rows) {
+  using net = model<input<3, 20, 37>, conv2d<4, 5, 1, same>, kiln::tanh, max_pool<2>, conv2d<3, 3, 1, same>, kiln::tanh,
+                    avg_pool<2>, conv2d<2, 3>, flatten, dense<5>>;
+  auto pd = compile<net, batch<3>, precision<double>, mse>(5);
+  auto pf = compile<net, batch<3>, precision<float>, mse>(5);
+  const auto targets = kiln::testing::random_batch(pd, 6);
+  std::copy(pd.parameters().begin(), pd.parameters().end(), pf.parameters().begin());
+  std::copy(pd.input().begin(), pd.input().end(), pf.input().begin());
+  pd.forward();
+  pf.forward();
+  pd.backward(targets, 3);
+  pf.backward(targets, 3);
+  double scale = 0;
+  for (double o : pd.output()) scale = std::max(scale, std::abs(o));
+  for (std::size_t i = 0; i < pd.output().size(); ++i)
+    EXPECT_NEAR(pf.output()[i], pd.output()[i], 1e-5 * scale) << "output " << i;
+  double gscale = 0;
+  for (double g : pd.gradients()) gscale = std::max(gscale, std::abs(g));
+  ASSERT_GT(gscale, 0.0);
+  std::size_t nonzero = 0;
+  for (std::size_t i = 0; i < pd.gradients().size(); ++i) {
+    EXPECT_NEAR(pf.gradients()[i], pd.gradients()[i], 1e-4 * gscale) << "gradient " << i;
+    nonzero += pd.gradients()[i] != 0;
+  }
+  EXPECT_GT(nonzero, pd.gradients().size() / 2);  // every layer's gradient is reached
 }
 }  // namespace

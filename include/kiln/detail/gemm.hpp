@@ -53,6 +53,7 @@ class gemm_scratch {
   bool bf16_operands() const noexcept { return bf16_; }
 
   void reserve(index m, index n, index k) {
+    if (m == 0 || n == 0 || k == 0) return;  // run() packs nothing
     if (bf16_ && !native_bf16) {
       // the portable path rounds op(A) and op(B) into copies first
       need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
@@ -93,14 +94,16 @@ class gemm_scratch {
   /// where op(A) is m×k and op(B) is k×n; beta is 0 (overwrite) or 1.
   template <bool TransA, bool TransB>
   void run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc, bool accumulate) {
-    if (!accumulate) {
+    if (m == 0 || n == 0) return;
+    if (!accumulate && (k == 0 || !own_kernel)) {
+      // (kiln's kernel overwrites C itself, without reading it)
       for (index j = 0; j < n; ++j) std::memset(c + j * ldc, 0, sizeof(T) * static_cast<std::size_t>(m));
     }
-    if (m == 0 || n == 0 || k == 0) return;
+    if (k == 0) return;
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_) {
 #if defined(__AVX512BF16__)
-        avx512::gemm_bf16<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get());
+        avx512::gemm_bf16<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #else
         // Portable: round op(A) and op(B) to bf16 into plain column-major
         // copies, then the f32 product (exact products, f32 sums).
@@ -110,25 +113,29 @@ class gemm_scratch {
           for (index i = 0; i < m; ++i) ra[i + p * m] = round_to_bf16(TransA ? a[p + i * lda] : a[i + p * lda]);
         for (index j = 0; j < n; ++j)
           for (index p = 0; p < k; ++p) rb[p + j * k] = round_to_bf16(TransB ? b[j + p * ldb] : b[p + j * ldb]);
-        f32_run<false, false>(m, n, k, ra, m, rb, k, c, ldc);
+        f32_run<false, false>(m, n, k, ra, m, rb, k, c, ldc, !accumulate);
 #endif
         return;
       }
     }
-    f32_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc);
+    f32_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, !accumulate);
   }
 
-  /// C += op(A)·op(B) in f32 (or f64): kiln's kernel where it has one, else Eigen's.
+  /// C += op(A)·op(B) in f32 (or f64): kiln's kernel where it has one, else
+  /// Eigen's. With `overwrite` kiln's kernel sets C instead (Eigen's
+  /// caller has zeroed it).
   template <bool TransA, bool TransB>
-  void f32_run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc) {
+  void f32_run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc,
+               bool overwrite = false) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, float>) {
       assert(static_cast<std::size_t>(avx512::packed_a_floats(m, k)) <= cap_a_ &&
              static_cast<std::size_t>(avx512::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
-      avx512::gemm<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get());
+      avx512::gemm<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), overwrite);
       return;
     }
 #endif
+    (void)overwrite;
     eigen_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc);
   }
 

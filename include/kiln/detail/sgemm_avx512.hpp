@@ -20,23 +20,15 @@
 
 #if defined(__AVX512F__)
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include <kiln/bf16.hpp>
+#include <kiln/detail/avx512.hpp>
 
-// GCC 12 reports its own AVX-512 unpack intrinsics (`__Y = __Y`) as used
-// uninitialized once they are inlined here (GCC bug 105593); the warning is
-// about GCC's header, not kiln's code, and users compiling with -Wall must not see it.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+KILN_AVX512_BEGIN
 
 namespace kiln::detail::avx512 {
 
@@ -151,11 +143,18 @@ inline void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::p
   }
 }
 
-/// C tile += acc: in place for a full tile, through masks and a column count at an edge.
+/// C tile += acc (or = acc when `add` is false, without reading C): in
+/// place for a full tile, through masks and a column count at an edge.
 template <int V>
 inline void store_tile(const __m512 (&acc)[V][NR], float* c, std::ptrdiff_t ldc, std::ptrdiff_t rows,
-                       std::ptrdiff_t cols) {
+                       std::ptrdiff_t cols, bool add) {
   if (cols == NR && rows == 16 * V) {
+    if (!add) {
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j)
+        for (int v = 0; v < V; ++v) _mm512_storeu_ps(c + j * ldc + 16 * v, acc[v][j]);
+      return;
+    }
 #pragma GCC unroll 16
     for (int j = 0; j < NR; ++j) {
       float* cj = c + j * ldc;
@@ -171,19 +170,19 @@ inline void store_tile(const __m512 (&acc)[V][NR], float* c, std::ptrdiff_t ldc,
       float* cj = c + j * ldc;
       for (int v = 0; v < V; ++v)
         _mm512_mask_storeu_ps(cj + 16 * v, mask[v],
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], cj + 16 * v), acc[v][j]));
+                              add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], cj + 16 * v), acc[v][j]) : acc[v][j]);
     }
   }
 }
 
-/// C(rows × cols tile at c, ldc) += packed A panel · packed B panel over kc,
+/// C(rows × cols tile at c, ldc) (+)= packed A panel · packed B panel over kc,
 /// with V = 2 (rows up to 32) or V = 1 (rows up to 16: half the work).
 /// A full tile is updated in place; an edge tile through masks and a column count.
 // (Not inlined: inside the blocking loops GCC 12 spills the A vectors to the
 // stack, which halves the rate; alone it keeps all of them in registers.)
 template <int V>
 [[gnu::noinline]] void micro_kernel(std::ptrdiff_t kc, const float* a, const float* b, float* c, std::ptrdiff_t ldc,
-                                    std::ptrdiff_t rows, std::ptrdiff_t cols) {
+                                    std::ptrdiff_t rows, std::ptrdiff_t cols, bool add) {
   __m512 acc[V][NR];
   for (int v = 0; v < V; ++v)
     for (int j = 0; j < NR; ++j) acc[v][j] = _mm512_setzero_ps();
@@ -199,23 +198,25 @@ template <int V>
     a += MR;
     b += NR;
   }
-  store_tile<V>(acc, c, ldc, rows, cols);
+  store_tile<V>(acc, c, ldc, rows, cols, add);
 }
 
 /// The blocking loops shared by the f32 and bf16 products. Ops names the
 /// packed element type, how many of them a row takes per step of depth
 /// (`width`), how many steps a depth of kc is, the packing routines and the
-/// micro-kernel.
+/// micro-kernel. With `overwrite`, the first block of depth stores C
+/// instead of adding to it (C's old values are never read).
 template <class Ops, bool TransA, bool TransB>
 void blocked_gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
                   const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, typename Ops::packed* pa,
-                  typename Ops::packed* pb) {
+                  typename Ops::packed* pb, bool overwrite) {
   const std::ptrdiff_t nc_block = even_block(n, NC, NR), kc_block = even_block(k, KC, 16),
                        mc_block = even_block(m, MC, MR);
   for (std::ptrdiff_t jc = 0; jc < n; jc += nc_block) {
     const std::ptrdiff_t nc = std::min(nc_block, n - jc);
     for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
       const std::ptrdiff_t kc = std::min(kc_block, k - pc), panel = Ops::steps(kc) * Ops::width;
+      const bool add = pc > 0 || !overwrite;
       Ops::template pack_b<TransB>(TransB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, pb);
       for (std::ptrdiff_t ic = 0; ic < m; ic += mc_block) {
         const std::ptrdiff_t mc = std::min(mc_block, m - ic);
@@ -225,9 +226,9 @@ void blocked_gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const fl
             const std::ptrdiff_t rows = std::min(MR, mc - ir), cols = std::min(NR, nc - jr);
             float* tile = c + (ic + ir) + (jc + jr) * ldc;
             if (rows > 16) {
-              Ops::template kernel<2>(Ops::steps(kc), pa + ir * panel, pb + jr * panel, tile, ldc, rows, cols);
+              Ops::template kernel<2>(Ops::steps(kc), pa + ir * panel, pb + jr * panel, tile, ldc, rows, cols, add);
             } else {
-              Ops::template kernel<1>(Ops::steps(kc), pa + ir * panel, pb + jr * panel, tile, ldc, rows, cols);
+              Ops::template kernel<1>(Ops::steps(kc), pa + ir * panel, pb + jr * panel, tile, ldc, rows, cols, add);
             }
           }
         }
@@ -251,17 +252,17 @@ struct f32_ops {
   }
   template <int V>
   static void kernel(std::ptrdiff_t kc, const float* a, const float* b, float* c, std::ptrdiff_t ldc,
-                     std::ptrdiff_t rows, std::ptrdiff_t cols) {
-    micro_kernel<V>(kc, a, b, c, ldc, rows, cols);
+                     std::ptrdiff_t rows, std::ptrdiff_t cols, bool add) {
+    micro_kernel<V>(kc, a, b, c, ldc, rows, cols, add);
   }
 };
 
-/// C(m×n, ldc) += op(A)·op(B); pa and pb hold packed_a_floats(m, k) and
-/// packed_b_floats(n, k) floats, 64-byte aligned.
+/// C(m×n, ldc) += op(A)·op(B) (= with `overwrite`; then k ≥ 1); pa and pb
+/// hold packed_a_floats(m, k) and packed_b_floats(n, k) floats, 64-byte aligned.
 template <bool TransA, bool TransB>
 void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
-          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb) {
-  blocked_gemm<f32_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb);
+          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false) {
+  blocked_gemm<f32_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite);
 }
 
 #if defined(__AVX512BF16__)
@@ -367,7 +368,7 @@ inline void pack_b_bf16(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, s
 
 template <int V>
 [[gnu::noinline]] void micro_kernel_bf16(std::ptrdiff_t pairs, const std::uint16_t* a, const std::uint16_t* b, float* c,
-                                         std::ptrdiff_t ldc, std::ptrdiff_t rows, std::ptrdiff_t cols) {
+                                         std::ptrdiff_t ldc, std::ptrdiff_t rows, std::ptrdiff_t cols, bool add) {
   __m512 acc[V][NR];
   for (int v = 0; v < V; ++v)
     for (int j = 0; j < NR; ++j) acc[v][j] = _mm512_setzero_ps();
@@ -384,7 +385,7 @@ template <int V>
     a += 2 * MR;
     b += 2 * NR;
   }
-  store_tile<V>(acc, c, ldc, rows, cols);
+  store_tile<V>(acc, c, ldc, rows, cols, add);
 }
 
 /// bf16 operands: a pair of depths per row and step.
@@ -402,26 +403,24 @@ struct bf16_ops {
   }
   template <int V>
   static void kernel(std::ptrdiff_t pairs, const packed* a, const packed* b, float* c, std::ptrdiff_t ldc,
-                     std::ptrdiff_t rows, std::ptrdiff_t cols) {
-    micro_kernel_bf16<V>(pairs, a, b, c, ldc, rows, cols);
+                     std::ptrdiff_t rows, std::ptrdiff_t cols, bool add) {
+    micro_kernel_bf16<V>(pairs, a, b, c, ldc, rows, cols, add);
   }
 };
 
-/// C(m×n, ldc) += op(A)·op(B) with both operands rounded to bf16; pa and pb
+/// C(m×n, ldc) (+)= op(A)·op(B) with both operands rounded to bf16; pa and pb
 /// hold packed_a_floats(m, k) and packed_b_floats(n, k) floats (the bf16
 /// panels need at most as many bytes), 64-byte aligned.
 template <bool TransA, bool TransB>
 void gemm_bf16(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
-               std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb) {
+               std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false) {
   blocked_gemm<bf16_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, reinterpret_cast<std::uint16_t*>(pa),
-                                         reinterpret_cast<std::uint16_t*>(pb));
+                                         reinterpret_cast<std::uint16_t*>(pb), overwrite);
 }
 #endif  // __AVX512BF16__
 
 }  // namespace kiln::detail::avx512
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+KILN_AVX512_END
 
 #endif  // __AVX512F__

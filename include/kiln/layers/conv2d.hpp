@@ -23,9 +23,11 @@
 //
 // COST
 //   Per sample: unfold the input (im2col, C·K·K × Ho·Wo scalars of the
-//   program's scratch) and one GEMM of Ho·Wo × F × C·K·K through Eigen's
-//   kernel; backward unfolds again and runs two GEMMs plus the fold-back
-//   (col2im). No allocation.
+//   program's scratch) and one GEMM of Ho·Wo × F × C·K·K; backward unfolds
+//   again and runs two GEMMs plus the fold-back (col2im). The GEMMs are
+//   kiln's AVX-512 kernel in float (Eigen's elsewhere); with stride 1 the
+//   unfold and fold-back move 16 floats per masked AVX-512 instruction
+//   (kiln/detail/unfold.hpp). No allocation.
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
@@ -33,12 +35,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
+#include <Eigen/Core>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
 #include <kiln/detail/layer_context.hpp>
+#include <kiln/detail/unfold.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
 
@@ -149,11 +154,10 @@ struct conv2d {
         const T* dy = c.dy + s * F * P;
         im2col(c.x + s * C * H * W, cols);
         c.gemm->template run<true, false>(CKK, F, P, cols, P, dy, P, dw, CKK, true);  // dWc += colsᵀ · Yᵀ
-        for (std::size_t f = 0; f < F; ++f) {
-          T sum = 0;
-          for (std::size_t p = 0; p < P; ++p) sum += dy[f * P + p];
-          db[f] += sum;
-        }
+        // db[f] += Σ_p dy[f, p] (Eigen's vectorised sums: a plain loop may not be reordered, so does not vectorise)
+        using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+        using V = Eigen::Matrix<T, 1, Eigen::Dynamic>;
+        Eigen::Map<V>(db, F) += Eigen::Map<const M>(dy, P, F).colwise().sum();
         if (c.dx) {
           c.gemm->template run<false, true>(P, CKK, F, dy, P, w, CKK, dcols, P, false);  // dcols = dYᵀ · Wcᵀ
           col2im(dcols, c.dx + s * C * H * W);
@@ -168,6 +172,10 @@ struct conv2d {
       // smallest j with j·Stride + v ≥ pad
       const std::ptrdiff_t need = static_cast<std::ptrdiff_t>(pad) - static_cast<std::ptrdiff_t>(v);
       return need <= 0 ? 0 : (need + static_cast<std::ptrdiff_t>(Stride) - 1) / static_cast<std::ptrdiff_t>(Stride);
+    }
+    /// Input column of output column j under tap v is j·Stride + tap_shift(v).
+    static constexpr std::ptrdiff_t tap_shift(std::size_t v) {
+      return static_cast<std::ptrdiff_t>(v) - static_cast<std::ptrdiff_t>(pad);
     }
     static constexpr std::ptrdiff_t last_inside(std::size_t v) {
       // one past the largest j with j·Stride + v − pad ≤ W − 1
@@ -193,18 +201,41 @@ struct conv2d {
                 for (std::size_t j = 0; j < Wo; ++j) out[j] = T(0);
                 continue;
               }
-              const T* row = x + (ch * H + static_cast<std::size_t>(r)) * W + v;  // shifted by the tap
-              // (one loop of compile-time length, no library calls: this runs C·K·K·Ho times per sample)
-              std::ptrdiff_t j = 0;
-              for (; j < j0; ++j) out[j] = T(0);
-              for (; j < j1; ++j)
-                out[j] = row[j * static_cast<std::ptrdiff_t>(Stride) - static_cast<std::ptrdiff_t>(pad)];
-              for (; j < static_cast<std::ptrdiff_t>(Wo); ++j) out[j] = T(0);
+              const T* row = x + (ch * H + static_cast<std::size_t>(r)) * W;
+              if constexpr (Stride == 1) {
+                // out[j] = row[j + v − pad]: one shifted run (vector-masked where the target has AVX-512)
+                detail::copy_window(row, tap_shift(v), j0, j1, static_cast<std::ptrdiff_t>(Wo), out);
+              } else {
+                std::ptrdiff_t j = 0;
+                for (; j < j0; ++j) out[j] = T(0);
+                for (; j < j1; ++j) out[j] = row[j * static_cast<std::ptrdiff_t>(Stride) + tap_shift(v)];
+                for (; j < static_cast<std::ptrdiff_t>(Wo); ++j) out[j] = T(0);
+              }
             }
           }
     }
     template <class T>
     static void col2im(const T* dcols, T* dx) {
+#if defined(__AVX512F__)
+      if constexpr (Stride == 1 && std::is_same_v<T, float>) {
+        // Row r of channel ch gathers, from every tap (u, v) whose output
+        // row i = r + pad − u exists, that row's run shifted by v − pad.
+        detail::tap_run taps[Kernel * Kernel];
+        for (std::size_t ch = 0; ch < C; ++ch)
+          for (std::size_t r = 0; r < H; ++r) {
+            std::ptrdiff_t count = 0;
+            for (std::size_t u = 0; u < Kernel; ++u) {
+              const std::ptrdiff_t i = static_cast<std::ptrdiff_t>(r + pad) - static_cast<std::ptrdiff_t>(u);
+              if (i < 0 || i >= static_cast<std::ptrdiff_t>(Ho)) continue;
+              for (std::size_t v = 0; v < Kernel; ++v)
+                taps[count++] = {dcols + ((ch * Kernel + u) * Kernel + v) * P + static_cast<std::size_t>(i) * Wo,
+                                 tap_shift(v), first_inside(v), std::max(first_inside(v), last_inside(v))};
+            }
+            detail::gather_taps(taps, count, static_cast<std::ptrdiff_t>(W), dx + (ch * H + r) * W);
+          }
+        return;
+      }
+#endif
       std::fill_n(dx, C * H * W, T(0));
       for (std::size_t ch = 0; ch < C; ++ch)
         for (std::size_t u = 0; u < Kernel; ++u)
@@ -215,9 +246,9 @@ struct conv2d {
               const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
               if (r < 0 || r >= static_cast<std::ptrdiff_t>(H)) continue;
               const T* in = col + i * Wo;
-              T* row = dx + (ch * H + static_cast<std::size_t>(r)) * W + v;  // shifted by the tap
+              T* row = dx + (ch * H + static_cast<std::size_t>(r)) * W;
               for (std::ptrdiff_t j = j0; j < j1; ++j)
-                row[j * static_cast<std::ptrdiff_t>(Stride) - static_cast<std::ptrdiff_t>(pad)] += in[j];
+                row[j * static_cast<std::ptrdiff_t>(Stride) + tap_shift(v)] += in[j];
             }
           }
     }

@@ -1,0 +1,82 @@
+// kiln/detail/unfold.hpp — the row steps of conv2d's unfold (im2col) and
+// fold-back (col2im).
+//
+// Unfolding writes, for every kernel tap and output row, `n` values of which
+// those in [first, last) come from a shifted input row and the rest are the
+// zero padding; folding back sums, into each input-gradient row, the runs of
+// every tap that read it. Rows are short (the output width: 14 or 28 on
+// Fashion-MNIST), so the cost is in the loop overhead, not in memory: on
+// AVX-512 one masked load and one masked store cover 16 of them, and the
+// lanes outside the window are neither read nor written (masked-off lanes
+// cannot fault).
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <kiln/detail/avx512.hpp>
+
+KILN_AVX512_BEGIN
+
+namespace kiln::detail {
+
+/// out[j] = j in [first, last) ? row[j + shift] : 0, for j in [0, n); only
+/// row[first + shift … last + shift) is read.
+template <class T>
+inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first, std::ptrdiff_t last, std::ptrdiff_t n,
+                        T* out) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    // (the address of element j = 0 is formed as an integer: it may lie before the row)
+    const auto base = reinterpret_cast<std::uintptr_t>(row) + static_cast<std::uintptr_t>(shift) * sizeof(float);
+    for (std::ptrdiff_t j = 0; j < n; j += 16) {
+      const std::ptrdiff_t lo = std::max<std::ptrdiff_t>(first - j, 0), hi = std::min<std::ptrdiff_t>(last - j, 16);
+      const __mmask16 inside = hi > lo ? __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1)) : __mmask16(0);
+      const __mmask16 kept = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(
+          inside, reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(j) * sizeof(float)));
+      _mm512_mask_storeu_ps(out + j, kept, v);
+    }
+    return;
+  }
+#endif
+  std::ptrdiff_t j = 0;
+  for (; j < first; ++j) out[j] = T(0);
+  for (; j < last; ++j) out[j] = row[j + shift];
+  for (; j < n; ++j) out[j] = T(0);
+}
+
+#if defined(__AVX512F__)
+/// out[q] = Σ_t in_t[q − shift_t] over the taps t whose window
+/// [first_t, last_t) holds q − shift_t, for q in [0, n): the fold-back of
+/// one row, gathered (each input run read once, the row written once).
+/// Pushing each tap's run into the row in turn instead reads back what the
+/// previous tap just stored one float away, which stalls store forwarding.
+struct tap_run {
+  const float* in;
+  std::ptrdiff_t shift, first, last;
+};
+inline void gather_taps(const tap_run* taps, std::ptrdiff_t count, std::ptrdiff_t n, float* out) {
+  for (std::ptrdiff_t q = 0; q < n; q += 16) {
+    __m512 acc = _mm512_setzero_ps();
+    for (std::ptrdiff_t t = 0; t < count; ++t) {
+      const tap_run& r = taps[t];
+      // lanes q + l with q + l − shift in [first, last)
+      const std::ptrdiff_t lo = std::max<std::ptrdiff_t>(r.first + r.shift - q, 0),
+                           hi = std::min<std::ptrdiff_t>(r.last + r.shift - q, 16);
+      if (hi <= lo) continue;
+      const __mmask16 m = __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+      const auto at = reinterpret_cast<std::uintptr_t>(r.in) + static_cast<std::uintptr_t>(q - r.shift) * sizeof(float);
+      acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, reinterpret_cast<const void*>(at)));
+    }
+    _mm512_mask_storeu_ps(out + q, n - q >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - q)) - 1), acc);
+  }
+}
+#endif
+
+}  // namespace kiln::detail
+
+KILN_AVX512_END
