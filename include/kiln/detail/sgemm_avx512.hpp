@@ -90,33 +90,61 @@ inline void transpose_16x16(const float* src, std::ptrdiff_t ld_src, float* dst,
   for (int q = 0; q < 16; ++q) _mm512_storeu_ps(dst + q * ld_dst, t[q]);
 }
 
+/// Lanes [0, n) of a 16-lane mask (n clamped to [0, 16]).
+inline __mmask16 lanes(std::ptrdiff_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+/// block[q·16 + r] = src[r·ld + q] for r < rows, q < depth, and zero for the
+/// rest of the 16 × 16 block: the transpose of a partial block, which reads
+/// nothing outside it.
+inline void transpose_partial(const float* src, std::ptrdiff_t ld, std::ptrdiff_t rows, std::ptrdiff_t depth,
+                              float* block) {
+  alignas(64) float rows_in[16 * 16];
+  for (std::ptrdiff_t r = 0; r < 16; ++r)
+    _mm512_store_ps(rows_in + r * 16,
+                    r < rows ? _mm512_maskz_loadu_ps(lanes(depth), src + r * ld) : _mm512_setzero_ps());
+  transpose_16x16(rows_in, 16, block, 16);
+}
+
 /// Packs rows [0, mc) and depth [0, kc) of op(A) into MR-row panels, each
 /// stored depth after depth (MR floats per depth), zero-padded to MR rows.
 template <bool TransA>
 inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
   for (std::ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
     const std::ptrdiff_t rows = std::min(MR, mc - i0);
-    if (!TransA && rows == MR) {
+    if constexpr (!TransA) {
+      // op(A)(i, p) = a[i + p·lda]: a panel's depth p is MR consecutive floats
+      const __mmask16 lo = lanes(rows), hi = lanes(rows - 16);
       for (std::ptrdiff_t p = 0; p < kc; ++p) {
         const float* src = a + i0 + p * lda;
-        _mm512_store_ps(out, _mm512_loadu_ps(src));
-        _mm512_store_ps(out + 16, _mm512_loadu_ps(src + 16));
+        _mm512_store_ps(out, _mm512_maskz_loadu_ps(lo, src));
+        _mm512_store_ps(out + 16, _mm512_maskz_loadu_ps(hi, src + 16));
         out += MR;
       }
-    } else if (TransA && rows == MR) {
+    } else {
       // op(A)(i, p) = a[p + i·lda]: row i of op(A) is contiguous in p. Read
       // 16 rows × 16 depths, transpose them in registers, store 16 depths.
-      std::ptrdiff_t p = 0;
-      for (; p + 16 <= kc; p += 16)
-        for (std::ptrdiff_t h = 0; h < MR; h += 16) transpose_16x16(a + p + (i0 + h) * lda, lda, out + p * MR + h, MR);
-      for (; p < kc; ++p)
-        for (std::ptrdiff_t i = 0; i < MR; ++i) out[p * MR + i] = a[p + (i0 + i) * lda];
-      out += MR * kc;
-    } else {
-      for (std::ptrdiff_t p = 0; p < kc; ++p) {
-        for (std::ptrdiff_t i = 0; i < MR; ++i) out[i] = i < rows ? *element<TransA>(a, lda, i0 + i, p) : 0.0f;
-        out += MR;
+      alignas(64) float block[16 * 16];
+      for (std::ptrdiff_t h = 0; h < MR; h += 16) {
+        const std::ptrdiff_t in_half = std::clamp<std::ptrdiff_t>(rows - h, 0, 16);
+        const float* src = a + (i0 + h) * lda;
+        for (std::ptrdiff_t p = 0; p < kc; p += 16) {
+          const std::ptrdiff_t depth = std::min<std::ptrdiff_t>(16, kc - p);
+          if (in_half == 16 && depth == 16) {
+            transpose_16x16(src + p, lda, out + p * MR + h, MR);
+            continue;
+          }
+          if (in_half == 0) {
+            for (std::ptrdiff_t q = 0; q < depth; ++q) _mm512_store_ps(out + (p + q) * MR + h, _mm512_setzero_ps());
+            continue;
+          }
+          transpose_partial(src + p, lda, in_half, depth, block);
+          for (std::ptrdiff_t q = 0; q < depth; ++q)
+            _mm512_store_ps(out + (p + q) * MR + h, _mm512_load_ps(block + q * 16));
+        }
       }
+      out += MR * kc;
     }
   }
 }
@@ -125,20 +153,26 @@ inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::p
 /// each stored depth after depth (NR floats per depth), zero-padded to NR columns.
 template <bool TransB>
 inline void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
+  static_assert(NR == 8, "pack_b moves a panel's depth as one 256-bit vector");
   for (std::ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
     const std::ptrdiff_t cols = std::min(NR, nc - j0);
-    if (!TransB && cols == NR) {
-      const float* col[NR];
-      for (std::ptrdiff_t j = 0; j < NR; ++j) col[j] = b + (j0 + j) * ldb;
+    if constexpr (TransB) {
+      // op(B)(p, j) = b[j + p·ldb]: a panel's depth p is NR consecutive floats
+      const auto m = static_cast<__mmask8>(lanes(cols));
       for (std::ptrdiff_t p = 0; p < kc; ++p) {
-        for (std::ptrdiff_t j = 0; j < NR; ++j) out[j] = col[j][p];
+        _mm256_store_ps(out, _mm256_maskz_loadu_ps(m, b + j0 + p * ldb));
         out += NR;
       }
     } else {
-      for (std::ptrdiff_t p = 0; p < kc; ++p) {
-        for (std::ptrdiff_t j = 0; j < NR; ++j) out[j] = j < cols ? *element<TransB>(b, ldb, p, j0 + j) : 0.0f;
-        out += NR;
+      // op(B)(p, j) = b[p + j·ldb]: column j is contiguous in p. Transpose
+      // 16 depths of the panel's columns at a time.
+      alignas(64) float block[16 * 16];
+      for (std::ptrdiff_t p = 0; p < kc; p += 16) {
+        const std::ptrdiff_t depth = std::min<std::ptrdiff_t>(16, kc - p);
+        transpose_partial(b + p + j0 * ldb, ldb, cols, depth, block);
+        for (std::ptrdiff_t q = 0; q < depth; ++q) _mm256_store_ps(out + (p + q) * NR, _mm256_load_ps(block + q * 16));
       }
+      out += NR * kc;
     }
   }
 }
