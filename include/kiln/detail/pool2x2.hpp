@@ -5,7 +5,8 @@
 // rows are combined lane by lane, then even and odd lanes are combined by a
 // permute. The results are those of the layer's plain loops (kiln/layers/
 // pool.hpp): max_pool's NaN propagates (a window holding a NaN gives NaN),
-// its gradient goes to the window's first maximum in row-major order, and
+// its gradient goes to the window's first maximum in row-major order (a
+// maximum of zero may differ in sign: +0 and −0 compare equal), and
 // avg_pool's sums differ from the loop's only in the order of two additions.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
@@ -24,10 +25,11 @@ namespace kiln::detail::avx512 {
 /// Lanes [0, n) of a 16-lane mask.
 inline __mmask16 first_lanes(std::ptrdiff_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
-/// max(a, b) lane by lane, NaN if either is NaN.
+/// max(a, b) lane by lane, a on a tie, NaN if either is NaN.
 inline __m512 max_nan(__m512 a, __m512 b) {
   const __mmask16 nan = _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
-  return _mm512_mask_add_ps(_mm512_max_ps(a, b), nan, a, b);  // a + b is NaN where either is
+  // (vmaxps returns its second operand unless the first is greater)
+  return _mm512_mask_add_ps(_mm512_max_ps(b, a), nan, a, b);  // a + b is NaN where either is
 }
 
 /// y (h/2 × w/2) = 2 × 2 max (or mean) of x (h × w), floor on odd extents.

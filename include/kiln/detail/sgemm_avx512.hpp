@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include <kiln/bf16.hpp>
 #include <kiln/detail/avx512.hpp>
 
 KILN_AVX512_BEGIN
@@ -52,12 +51,6 @@ constexpr std::ptrdiff_t packed_a_floats(std::ptrdiff_t m, std::ptrdiff_t k) {
 }
 constexpr std::ptrdiff_t packed_b_floats(std::ptrdiff_t n, std::ptrdiff_t k) {
   return (even_block(n, NC, NR) + NR - 1) / NR * NR * even_block(k, KC, 16);
-}
-
-/// op(X)(i, j) for a column-major X with leading dimension ld.
-template <bool Trans>
-inline const float* element(const float* x, std::ptrdiff_t ld, std::ptrdiff_t i, std::ptrdiff_t j) {
-  return Trans ? x + j + i * ld : x + i + j * ld;
 }
 
 /// dst[q·ld_dst + r] = src[r·ld_src + q] for a 16 × 16 block.
@@ -158,9 +151,10 @@ inline void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::p
     const std::ptrdiff_t cols = std::min(NR, nc - j0);
     if constexpr (TransB) {
       // op(B)(p, j) = b[j + p·ldb]: a panel's depth p is NR consecutive floats
-      const auto m = static_cast<__mmask8>(lanes(cols));
+      // (a 512-bit masked load, of which the low half is kept: the 256-bit one needs AVX-512VL)
+      const __mmask16 m = lanes(cols);
       for (std::ptrdiff_t p = 0; p < kc; ++p) {
-        _mm256_store_ps(out, _mm256_maskz_loadu_ps(m, b + j0 + p * ldb));
+        _mm256_store_ps(out, _mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, b + j0 + p * ldb)));
         out += NR;
       }
     } else {
@@ -317,7 +311,27 @@ inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
   return _mm512_permutexvar_epi16(order, both);
 }
 
-inline std::uint16_t bf16_bits(float f) { return kiln::bf16::from(f).bits; }
+/// Converts depths [0, depth) of one f32 panel packed by pack_a / pack_b
+/// (Width = MR or NR floats per depth) into bf16 pairs: pair q holds each
+/// row's depths 2q and 2q + 1 side by side, an odd depth padded with zero.
+template <std::ptrdiff_t Width>
+inline void pairs_from_panel(const float* f, std::ptrdiff_t depth, std::uint16_t* out) {
+  for (std::ptrdiff_t d = 0; d < depth; d += 2) {
+    std::uint16_t* pair = out + d * Width;  // (pair d/2 starts at (d/2)·Width·2)
+    if constexpr (Width >= 16) {
+      for (std::ptrdiff_t h = 0; h < Width; h += 16) {
+        const __m512 hi = d + 1 < depth ? _mm512_load_ps(f + (d + 1) * Width + h) : _mm512_setzero_ps();
+        _mm512_store_si512(pair + 2 * h, bf16_pairs(_mm512_load_ps(f + d * Width + h), hi));
+      }
+    } else {
+      static_assert(Width == 8, "a B panel is one 256-bit vector per depth");
+      const __m512 lo = _mm512_castps256_ps512(_mm256_load_ps(f + d * Width));
+      const __m512 hi =
+          d + 1 < depth ? _mm512_castps256_ps512(_mm256_load_ps(f + (d + 1) * Width)) : _mm512_setzero_ps();
+      _mm256_store_si256(reinterpret_cast<__m256i*>(pair), _mm512_castsi512_si256(bf16_pairs(lo, hi)));
+    }
+  }
+}
 
 template <bool TransA>
 inline void pack_a_bf16(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, std::uint16_t* out) {
@@ -341,13 +355,14 @@ inline void pack_a_bf16(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, s
                                bf16_pairs(_mm512_load_ps(block + d * 16), _mm512_load_ps(block + (d + 1) * 16)));
         }
     }
-    for (; q < pairs; ++q)  // what is left: edges, odd depth, partial panels
-      for (std::ptrdiff_t i = 0; i < MR; ++i) {
-        const bool row_in = i < rows;
-        out[(q * MR + i) * 2] = row_in ? bf16_bits(*element<TransA>(a, lda, i0 + i, 2 * q)) : 0;
-        out[(q * MR + i) * 2 + 1] =
-            row_in && 2 * q + 1 < kc ? bf16_bits(*element<TransA>(a, lda, i0 + i, 2 * q + 1)) : 0;
-      }
+    // What is left (partial panels, a depth that is not a multiple of 16 or
+    // is odd): packed in f32 by pack_a, 16 depths at a time, then paired.
+    alignas(64) float panel[16 * MR];
+    for (std::ptrdiff_t p = 2 * q; p < kc; p += 16) {
+      const std::ptrdiff_t depth = std::min<std::ptrdiff_t>(16, kc - p);
+      pack_a<TransA>(TransA ? a + p + i0 * lda : a + i0 + p * lda, lda, rows, depth, panel);
+      pairs_from_panel<MR>(panel, depth, out + p * MR);
+    }
     out += pairs * MR * 2;
   }
 }
@@ -389,13 +404,12 @@ inline void pack_b_bf16(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, s
         for (int t = 0; t < 8; ++t) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (q + t) * NR * 2), rows[t]);
       }
     }
-    for (; q < pairs; ++q)
-      for (std::ptrdiff_t j = 0; j < NR; ++j) {
-        const bool col_in = j < cols;
-        out[(q * NR + j) * 2] = col_in ? bf16_bits(*element<TransB>(b, ldb, 2 * q, j0 + j)) : 0;
-        out[(q * NR + j) * 2 + 1] =
-            col_in && 2 * q + 1 < kc ? bf16_bits(*element<TransB>(b, ldb, 2 * q + 1, j0 + j)) : 0;
-      }
+    alignas(64) float panel[16 * NR];  // what is left, as in pack_a_bf16
+    for (std::ptrdiff_t p = 2 * q; p < kc; p += 16) {
+      const std::ptrdiff_t depth = std::min<std::ptrdiff_t>(16, kc - p);
+      pack_b<TransB>(TransB ? b + j0 + p * ldb : b + p + j0 * ldb, ldb, depth, cols, panel);
+      pairs_from_panel<NR>(panel, depth, out + p * NR);
+    }
     out += pairs * NR * 2;
   }
 }

@@ -43,6 +43,8 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
     return;
   }
 #endif
+  first = std::clamp<std::ptrdiff_t>(first, 0, n);  // (the window may lie wholly outside [0, n))
+  last = std::clamp(last, first, n);
   std::ptrdiff_t j = 0;
   for (; j < first; ++j) out[j] = T(0);
   for (; j < last; ++j) out[j] = row[j + shift];
