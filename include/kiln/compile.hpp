@@ -10,7 +10,8 @@
 //     input()        B samples, written by the caller (B × input size)
 //     forward()      input → output(), activations kept for backward
 //     backward(t)    loss of the last forward against targets t, and the
-//                    gradients of the mean loss (0-filled first)
+//                    gradients of the mean loss (replacing what the
+//                    buffer held)
 //     evaluate(t)    the loss of the last forward, without gradients
 //
 //   Options: `precision<T>` (float, the default, double, or bf16: f32
@@ -634,11 +635,15 @@ class program {
   }
 
   void backward_replica(std::size_t r, std::span<const target_type> targets, std::size_t valid) {
-    std::fill_n(gradient_of(r), layout::buffer_size, T(0));
     if (valid == 0) {
+      std::fill_n(gradient_of(r), layout::buffer_size, T(0));
       results_[r] = {};
       return;
     }
+    // Zero what layers add into; the gradients of layers that overwrite them are written below.
+    const auto& [ranges, count] = zeroed_ranges;
+    for (std::size_t i = 0; i < count; ++i)
+      std::fill(gradient_of(r) + ranges[i].first, gradient_of(r) + ranges[i].second, T(0));
     results_[r] = bound_loss::evaluate(activation(r, layer_count), targets.data() + r * B * targets_per_sample, B,
                                        valid, grad_slot(r, 0));
     int current = 0;
@@ -656,11 +661,58 @@ class program {
     return any;
   }
 
+  /// True when the (top-level) layer L writes its parameters' gradients
+  /// instead of adding to them (it declares `overwrites_gradients`).
+  template <class L>
+  static constexpr bool overwrites_gradients() {
+    if constexpr (requires { L::overwrites_gradients; }) {
+      return L::overwrites_gradients;
+    } else {
+      return false;
+    }
+  }
+  template <class Owner>
+  struct position_of_owner;
+  template <std::size_t P, class Spec>
+  struct position_of_owner<layer_at<P, Spec>> {
+    static constexpr std::size_t value = P;
+  };
+  template <class Owner>
+  static constexpr bool owned_by_a_layer_that_overwrites() {
+    return []<std::size_t... L>(std::index_sequence<L...>) {
+      return ((Model::template layer<L>::position == position_of_owner<Owner>::value &&
+               overwrites_gradients<typename Model::template layer<L>>()) ||
+              ...);
+    }
+    (std::make_index_sequence<layer_count>{});
+  }
+  template <std::size_t... I>
+  static constexpr std::array<bool, layout::tensor_count> written_by_their_layer(std::index_sequence<I...>) {
+    return {owned_by_a_layer_that_overwrites<typename decltype(+boost::hana::at_c<I>(
+        Model::parameter_list))::type::owner>()...};
+  }
+  /// The ranges of the gradient buffer that backward zeroes before the
+  /// layers add into them: all of it (padding included) but the parameters
+  /// of top-level layers that overwrite their gradients.
+  static constexpr auto zeroed_ranges = [] {
+    constexpr auto written = written_by_their_layer(std::make_index_sequence<layout::tensor_count>{});
+    std::array<std::pair<std::size_t, std::size_t>, layout::tensor_count + 1> ranges{};
+    std::size_t n = 0, at = 0;
+    for (std::size_t i = 0; i < layout::tensor_count; ++i) {
+      if (!written[i]) continue;
+      if (layout::offsets[i] > at) ranges[n++] = {at, layout::offsets[i]};
+      at = layout::offsets[i] + layout::sizes[i];
+    }
+    if (layout::buffer_size > at) ranges[n++] = {at, layout::buffer_size};
+    return std::pair{ranges, n};
+  }();
+
   template <std::size_t I>
   void backward_layer(std::size_t r, int& current) {
     using L = typename Model::template layer<I>;
     if constexpr (!L::is_view) {
       context c = make_context(r, I + 1);
+      c.overwrite_gradients = overwrites_gradients<L>();
       c.dy = grad_slot(r, current);
       if constexpr (input_gradient_needed<I>()) {
         c.dx = grad_slot(r, 1 - current);

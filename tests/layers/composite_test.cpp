@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,44 @@ TYPED_TEST(composite_gradient, matches_finite_differences_in_eval_mode) {
   p.set_training(false);
   const auto targets = kiln::testing::random_batch(p, 23);
   kiln::testing::expect_gradients_match_finite_differences(p, targets, 3, 1e-6, 2e-6);
+}
+
+// ---- backward writes every gradient ----------------------------------------
+// Layers that own their parameters (untied dense, conv2d) write their
+// gradients instead of adding them to zeros, and the program zeroes only the
+// rest: whatever the gradient buffer held before a backward pass must not
+// show in its result. Tied weights, a residual branch (nested layers add),
+// no_bias, double (Eigen's kernel) and replicas are all here.
+struct shared_w {};
+template <class M, class... Options>
+using program_of = decltype(compile<M, Options...>(0));
+using written_cases = ::testing::Types<
+    program_of<model<input<7>, dense<9>, relu, dense<4>>, batch<5>, precision<float>, mse>,
+    program_of<model<input<2, 9, 9>, conv2d<3, 3, 1, same>, relu, max_pool<2>, conv2d<4, 3>, flatten, dense<3>>,
+               batch<4>, precision<float>, softmax_cross_entropy<>>,
+    program_of<model<input<6>, dense<6, tied<shared_w>>, residual<dense<6>, kiln::tanh>, dense<6, tied<shared_w>>,
+                     dense<3, no_bias>>,
+               batch<3>, precision<double>, mse>,
+    program_of<model<input<7>, dense<9>, relu, dense<4>>, batch<4>, replicate<2>, precision<float>, mse>>;
+template <class P>
+class backward_writes : public ::testing::Test {};
+TYPED_TEST_SUITE(backward_writes, written_cases);
+
+TYPED_TEST(backward_writes, every_gradient_whatever_the_buffer_held) {
+  using P = TypeParam;
+  P p(3);
+  auto targets = kiln::testing::random_batch(p, 4);
+  targets.resize(P::global_batch * P::targets_per_sample, targets.front());
+  p.forward();
+  p.backward(targets);
+  const std::vector<typename P::scalar_type> first(p.gradients().begin(), p.gradients().end());
+  std::size_t nonzero = 0;
+  for (auto g : first) nonzero += g != 0;
+  EXPECT_GT(nonzero, first.size() / 2);
+  for (auto& g : p.gradients()) g = std::numeric_limits<typename P::scalar_type>::quiet_NaN();
+  p.forward();
+  p.backward(targets);
+  for (std::size_t i = 0; i < first.size(); ++i) ASSERT_EQ(p.gradients()[i], first[i]) << "gradient " << i;
 }
 
 // ---- dropout -----------------------------------------------------------------

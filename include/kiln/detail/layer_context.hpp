@@ -31,6 +31,10 @@ struct layer_context {
   T* saved = nullptr;    ///< the layer's `saved<B>` elements: kept from its forward to its backward
   T* st = nullptr;       ///< the model's state buffer (running statistics), shared by replicas
 
+  /// The layer writes its parameters' gradients instead of adding to them:
+  /// set by the program, for a layer that declares `overwrites_gradients`,
+  /// in place of zeroing them first.
+  bool overwrite_gradients = false;
   bool training = true;            ///< train mode (dropout drops, batch_norm uses batch statistics)
   bool keeps_state = true;         ///< this replica updates the state buffer (replica 0 of each process)
   std::uint64_t seed = 0;          ///< the program's seed (dropout masks derive from it)
@@ -56,7 +60,8 @@ struct layer_context {
   layer_context<T, B * Rows, Layout, StateLayout> widen() const {
     layer_context<T, B * Rows, Layout, StateLayout> c;
     c.x = x, c.y = y, c.dy = dy, c.dx = dx, c.w = w, c.dw = dw, c.gemm = gemm, c.scratch = scratch, c.saved = saved;
-    c.st = st, c.training = training, c.keeps_state = keeps_state, c.seed = seed, c.step = step;
+    c.st = st, c.overwrite_gradients = overwrite_gradients, c.training = training, c.keeps_state = keeps_state;
+    c.seed = seed, c.step = step;
     c.first_sample = first_sample * Rows;
     return c;
   }

@@ -105,6 +105,7 @@ struct conv2d {
 
     using output_shape = shape<F, Ho, Wo>;
 
+    static constexpr bool overwrites_gradients = true;  // its parameters are its own (see layer_context)
     using weight_tag = detail::auto_tag<Position, 0>;
     using bias_tag = detail::auto_tag<Position, 1>;
     static constexpr auto parameters =
@@ -152,12 +153,17 @@ struct conv2d {
       T* db = c.template grad<bias_tag>();
       for (std::size_t s = 0; s < Ctx::batch; ++s) {
         const T* dy = c.dy + s * F * P;
+        const bool add = s > 0 || !c.overwrite_gradients;
         im2col(c.x + s * C * H * W, cols);
-        c.gemm->template run<true, false>(CKK, F, P, cols, P, dy, P, dw, CKK, true);  // dWc += colsᵀ · Yᵀ
+        c.gemm->template run<true, false>(CKK, F, P, cols, P, dy, P, dw, CKK, add);  // dWc (+)= colsᵀ · Yᵀ
         // db[f] += Σ_p dy[f, p] (Eigen's vectorised sums: a plain loop may not be reordered, so does not vectorise)
         using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
         using V = Eigen::Matrix<T, 1, Eigen::Dynamic>;
-        Eigen::Map<V>(db, F) += Eigen::Map<const M>(dy, P, F).colwise().sum();
+        if (add) {
+          Eigen::Map<V>(db, F) += Eigen::Map<const M>(dy, P, F).colwise().sum();
+        } else {
+          Eigen::Map<V>(db, F) = Eigen::Map<const M>(dy, P, F).colwise().sum();
+        }
         if (c.dx) {
           c.gemm->template run<false, true>(P, CKK, F, dy, P, w, CKK, dcols, P, false);  // dcols = dYᵀ · Wcᵀ
           col2im(dcols, c.dx + s * C * H * W);

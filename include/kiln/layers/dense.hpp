@@ -80,6 +80,9 @@ struct dense {
 
     using tie = typename detail::tie_of<detail::untied<detail::auto_tag<Position, 0>>, Options...>::type;
     static constexpr bool transposed = tie::transposed;
+    /// An untied dense layer owns its parameters: backward may write their
+    /// gradients rather than add to zeros (see layer_context).
+    static constexpr bool overwrites_gradients = std::is_same_v<tie, detail::untied<detail::auto_tag<Position, 0>>>;
     using weight_tag = typename tie::tag;
     using bias_tag = detail::auto_tag<Position, 1>;
     using weight_shape = std::conditional_t<transposed, shape<in, units>, shape<units, in>>;
@@ -129,15 +132,20 @@ struct dense {
       constexpr std::size_t B = Ctx::batch;
       const T* w = c.template param<weight_tag>();
       T* dw = c.template grad<weight_tag>();
+      const bool add = !c.overwrite_gradients;
       if constexpr (transposed) {
-        c.gemm->template run<false, true>(Units, in, B, c.dy, Units, c.x, in, dw, Units, true);  // dM += dy·xᵀ
+        c.gemm->template run<false, true>(Units, in, B, c.dy, Units, c.x, in, dw, Units, add);  // dM (+)= dy·xᵀ
       } else {
-        c.gemm->template run<false, true>(in, Units, B, c.x, in, c.dy, Units, dw, in, true);  // dWc += x·dyᵀ
+        c.gemm->template run<false, true>(in, Units, B, c.x, in, c.dy, Units, dw, in, add);  // dWc (+)= x·dyᵀ
       }
       if constexpr (has_bias) {
         Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> dy(c.dy, Units, B);
         Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> db(c.template grad<bias_tag>(), Units);
-        db += dy.rowwise().sum();
+        if (add) {
+          db += dy.rowwise().sum();
+        } else {
+          db = dy.rowwise().sum();
+        }
       }
       if (c.dx) {
         if constexpr (transposed) {
