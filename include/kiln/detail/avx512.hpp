@@ -1,5 +1,5 @@
 // kiln/detail/avx512.hpp — what kiln's AVX-512 kernels share: the
-// intrinsics, and a pair of macros around each kernel header's body.
+// intrinsics, lane masks, and a pair of macros around each kernel header's body.
 //
 // GCC 12 reports its own AVX-512 intrinsics (`__Y = __Y` in the unpack,
 // permute and masked-load helpers) as used uninitialized once they are
@@ -10,6 +10,9 @@
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -20,4 +23,21 @@
 #else
 #define KILN_AVX512_BEGIN
 #define KILN_AVX512_END
+#endif
+
+#if defined(__AVX512F__)
+namespace kiln::detail::avx512 {
+
+/// Lanes [lo, hi) of a 16-lane mask, both bounds clamped to [0, 16].
+inline __mmask16 lanes(std::ptrdiff_t lo, std::ptrdiff_t hi) {
+  lo = std::clamp<std::ptrdiff_t>(lo, 0, 16);
+  hi = std::clamp<std::ptrdiff_t>(hi, 0, 16);
+  if (hi <= lo) return 0;
+  const unsigned below_hi = hi == 16 ? 0xFFFFu : (1u << hi) - 1, below_lo = (1u << lo) - 1;
+  return static_cast<__mmask16>(below_hi & ~below_lo);
+}
+/// Lanes [0, n).
+inline __mmask16 lanes(std::ptrdiff_t n) { return lanes(0, n); }
+
+}  // namespace kiln::detail::avx512
 #endif

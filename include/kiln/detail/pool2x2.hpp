@@ -22,9 +22,6 @@ KILN_AVX512_BEGIN
 
 namespace kiln::detail::avx512 {
 
-/// Lanes [0, n) of a 16-lane mask.
-inline __mmask16 first_lanes(std::ptrdiff_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
-
 /// max(a, b) lane by lane, a on a tie, NaN if either is NaN.
 inline __m512 max_nan(__m512 a, __m512 b) {
   const __mmask16 nan = _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
@@ -43,13 +40,13 @@ inline void pool2x2_forward(const float* x, std::ptrdiff_t h, std::ptrdiff_t w, 
     const float* r1 = r0 + w;
     for (std::ptrdiff_t j = 0; j < wo; j += 8) {
       const std::ptrdiff_t n = std::min<std::ptrdiff_t>(8, wo - j);
-      const __mmask16 in = first_lanes(2 * n);
+      const __mmask16 in = lanes(2 * n);
       const __m512 a = _mm512_maskz_loadu_ps(in, r0 + 2 * j), b = _mm512_maskz_loadu_ps(in, r1 + 2 * j);
       const __m512 v = Max ? max_nan(a, b) : _mm512_add_ps(a, b);
       // even lanes are the windows' left columns, odd lanes their right ones (lanes 8…15 unused)
       const __m512 left = _mm512_permutexvar_ps(even, v), right = _mm512_permutexvar_ps(odd, v);
       const __m512 out = Max ? max_nan(left, right) : _mm512_mul_ps(_mm512_add_ps(left, right), _mm512_set1_ps(0.25f));
-      _mm512_mask_storeu_ps(y + i * wo + j, first_lanes(n), out);
+      _mm512_mask_storeu_ps(y + i * wo + j, lanes(n), out);
     }
   }
 }
@@ -71,7 +68,7 @@ inline void pool2x2_backward(const float* x, const float* y, const float* dy, st
     float* d1 = d0 + w;
     for (std::ptrdiff_t j = 0; j < wo; j += 8) {
       const std::ptrdiff_t n = std::min<std::ptrdiff_t>(8, wo - j);
-      const __mmask16 in = first_lanes(2 * n), out = first_lanes(n);
+      const __mmask16 in = lanes(2 * n), out = lanes(n);
       const __m512 g = _mm512_permutexvar_ps(twice, _mm512_maskz_loadu_ps(out, dy + i * wo + j));
       if constexpr (Max) {
         const __m512 m = _mm512_permutexvar_ps(twice, _mm512_maskz_loadu_ps(out, y + i * wo + j));

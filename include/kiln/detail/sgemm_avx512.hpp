@@ -83,11 +83,6 @@ inline void transpose_16x16(const float* src, std::ptrdiff_t ld_src, float* dst,
   for (int q = 0; q < 16; ++q) _mm512_storeu_ps(dst + q * ld_dst, t[q]);
 }
 
-/// Lanes [0, n) of a 16-lane mask (n clamped to [0, 16]).
-inline __mmask16 lanes(std::ptrdiff_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
-
 /// block[q·16 + r] = src[r·ld + q] for r < rows, q < depth, and zero for the
 /// rest of the 16 × 16 block: the transpose of a partial block, which reads
 /// nothing outside it.
@@ -190,10 +185,7 @@ inline void store_tile(const __m512 (&acc)[V][NR], float* c, std::ptrdiff_t ldc,
     }
   } else {
     __mmask16 mask[V];
-    for (int v = 0; v < V; ++v) {
-      const std::ptrdiff_t r = std::clamp<std::ptrdiff_t>(rows - 16 * v, 0, 16);
-      mask[v] = r == 16 ? __mmask16(0xFFFF) : __mmask16((1u << r) - 1);
-    }
+    for (int v = 0; v < V; ++v) mask[v] = lanes(rows - 16 * v);
     for (int j = 0; j < cols; ++j) {
       float* cj = c + j * ldc;
       for (int v = 0; v < V; ++v)

@@ -33,9 +33,7 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
     // (the address of element j = 0 is formed as an integer: it may lie before the row)
     const auto base = reinterpret_cast<std::uintptr_t>(row) + static_cast<std::uintptr_t>(shift) * sizeof(float);
     for (std::ptrdiff_t j = 0; j < n; j += 16) {
-      const std::ptrdiff_t lo = std::max<std::ptrdiff_t>(first - j, 0), hi = std::min<std::ptrdiff_t>(last - j, 16);
-      const __mmask16 inside = hi > lo ? __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1)) : __mmask16(0);
-      const __mmask16 kept = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+      const __mmask16 inside = avx512::lanes(first - j, last - j), kept = avx512::lanes(n - j);
       const __m512 v = _mm512_maskz_loadu_ps(
           inside, reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(j) * sizeof(float)));
       _mm512_mask_storeu_ps(out + j, kept, v);
@@ -67,14 +65,12 @@ inline void gather_taps(const tap_run* taps, std::ptrdiff_t count, std::ptrdiff_
     for (std::ptrdiff_t t = 0; t < count; ++t) {
       const tap_run& r = taps[t];
       // lanes q + l with q + l − shift in [first, last)
-      const std::ptrdiff_t lo = std::max<std::ptrdiff_t>(r.first + r.shift - q, 0),
-                           hi = std::min<std::ptrdiff_t>(r.last + r.shift - q, 16);
-      if (hi <= lo) continue;
-      const __mmask16 m = __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+      const __mmask16 m = avx512::lanes(r.first + r.shift - q, r.last + r.shift - q);
+      if (m == 0) continue;
       const auto at = reinterpret_cast<std::uintptr_t>(r.in) + static_cast<std::uintptr_t>(q - r.shift) * sizeof(float);
       acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, reinterpret_cast<const void*>(at)));
     }
-    _mm512_mask_storeu_ps(out + q, n - q >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - q)) - 1), acc);
+    _mm512_mask_storeu_ps(out + q, avx512::lanes(n - q), acc);
   }
 }
 #endif
