@@ -43,7 +43,9 @@ TEST(bf16, rounds_to_nearest_even_and_keeps_nan) {
 /// (2) the exact f32 operands, within the error bf16's 8-bit significand
 /// allows: each product's factors are off by at most 2⁻⁸ relative (half the
 /// spacing 2⁻⁷ of 8 significant bits), so |error| ≤ (2·2⁻⁸ + 2⁻¹⁶)·Σ|a·b|.
-template <bool TransA, bool TransB>
+/// SA and SB are the operands' storage: float (rounded as they are packed)
+/// or bf16 (as a bf16 program keeps its activations and its step's weights).
+template <bool TransA, bool TransB, class SA = float, class SB = float>
 void check_bf16_gemm(detail::index m, detail::index n, detail::index k, std::uint64_t seed) {
   using detail::index;
   rng g(seed);
@@ -52,10 +54,25 @@ void check_bf16_gemm(detail::index m, detail::index n, detail::index k, std::uin
       c(static_cast<std::size_t>(m * n));
   for (auto& v : a) v = static_cast<float>(g.uniform(-2, 2));
   for (auto& v : b) v = static_cast<float>(g.uniform(-2, 2));
+  auto stored = [](const std::vector<float>& x, auto as) {
+    using S = decltype(as);
+    std::vector<S> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if constexpr (std::is_same_v<S, bf16>) {
+        out[i] = bf16::from(x[i]);
+      } else {
+        out[i] = x[i];
+      }
+    }
+    return out;
+  };
+  const std::vector<SA> sa = stored(a, SA{});
+  const std::vector<SB> sb = stored(b, SB{});
   detail::gemm_scratch<float> s;
   s.use_bf16_operands(true);
   s.reserve(m, n, k);
-  s.run<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m, false);
+  std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());  // overwritten, never read
+  s.run<TransA, TransB>(m, n, k, sa.data(), lda, sb.data(), ldb, c.data(), m, false);
   for (index j = 0; j < n; ++j)
     for (index i = 0; i < m; ++i) {
       double rounded = 0, exact = 0, magnitude = 0;
@@ -81,6 +98,24 @@ TEST(bf16, gemm_matches_references_on_every_edge_of_the_blocking) {
         check_bf16_gemm<true, false>(m, n, k, ++seed);
         check_bf16_gemm<false, true>(m, n, k, ++seed);
         check_bf16_gemm<true, true>(m, n, k, ++seed);
+      }
+}
+
+TEST(bf16, gemm_takes_operands_stored_in_bf16) {
+  // A bf16 program hands the GEMM its activations and its step's weights in
+  // bf16: one or both operands, every transposition, every edge.
+  std::uint64_t seed = 1000;
+  for (detail::index m : {1, 15, 17, 33, 100})
+    for (detail::index n : {1, 7, 9, 64})
+      for (detail::index k : {1, 2, 3, 17, 33, 385}) {
+        check_bf16_gemm<false, false, bf16, float>(m, n, k, ++seed);
+        check_bf16_gemm<true, false, bf16, bf16>(m, n, k, ++seed);
+        check_bf16_gemm<false, true, float, bf16>(m, n, k, ++seed);
+        check_bf16_gemm<true, true, bf16, float>(m, n, k, ++seed);
+        check_bf16_gemm<false, false, float, bf16>(m, n, k, ++seed);
+        check_bf16_gemm<true, false, float, bf16>(m, n, k, ++seed);
+        check_bf16_gemm<false, true, bf16, bf16>(m, n, k, ++seed);
+        check_bf16_gemm<true, true, bf16, bf16>(m, n, k, ++seed);
       }
 }
 

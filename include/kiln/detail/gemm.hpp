@@ -54,7 +54,7 @@ class gemm_scratch {
 
   void reserve(index m, index n, index k) {
     if (m == 0 || n == 0 || k == 0) return;  // run() packs nothing
-    if (bf16_ && !native_bf16) {
+    if (std::is_same_v<T, float> && bf16_ && !native_bf16) {
       // the portable path rounds op(A) and op(B) into copies first
       need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
       if (need_rounded_ > cap_rounded_) rounded_ = allocate(need_rounded_, cap_rounded_);
@@ -92,8 +92,17 @@ class gemm_scratch {
 
   /// C(m×n, leading dimension ldc) = beta·C + op(A)·op(B), all column-major,
   /// where op(A) is m×k and op(B) is k×n; beta is 0 (overwrite) or 1.
-  template <bool TransA, bool TransB>
-  void run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc, bool accumulate) {
+  /// Either operand may be given in kiln::bf16 (a bf16 program's activations
+  /// and its step's copy of the weights): it is then taken as it is, and the
+  /// product is a bf16 one whatever use_bf16_operands says.
+  template <bool TransA, bool TransB, class SA, class SB>
+  void run(index m, index n, index k, const SA* a, index lda, const SB* b, index ldb, T* c, index ldc,
+           bool accumulate) {
+    constexpr bool bf16_source = std::is_same_v<SA, bf16> || std::is_same_v<SB, bf16>;
+    static_assert(
+        (std::is_same_v<SA, T> || std::is_same_v<SA, bf16>)&&(std::is_same_v<SB, T> || std::is_same_v<SB, bf16>),
+        "kiln::detail::gemm_scratch::run: an operand is the scratch's scalar or kiln::bf16");
+    static_assert(!bf16_source || std::is_same_v<T, float>, "kiln: bf16 operands accumulate in f32");
     if (m == 0 || n == 0) return;
     if (!accumulate && (k == 0 || !own_kernel)) {
       // (kiln's kernel overwrites C itself, without reading it)
@@ -101,24 +110,26 @@ class gemm_scratch {
     }
     if (k == 0) return;
     if constexpr (std::is_same_v<T, float>) {
-      if (bf16_) {
+      if (bf16_source || bf16_) {
 #if defined(__AVX512BF16__)
         avx512::gemm_bf16<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #else
-        // Portable: round op(A) and op(B) to bf16 into plain column-major
-        // copies, then the f32 product (exact products, f32 sums).
+        // Portable: round op(A) and op(B) to bf16 (widen a bf16 operand)
+        // into plain column-major copies, then the f32 product (exact
+        // products, f32 sums).
+        assert(static_cast<std::size_t>(m * k + k * n) <= cap_rounded_ && "kiln: gemm shape was not reserved");
         T* ra = rounded_.get();
         T* rb = ra + m * k;
         for (index p = 0; p < k; ++p)
-          for (index i = 0; i < m; ++i) ra[i + p * m] = round_to_bf16(TransA ? a[p + i * lda] : a[i + p * lda]);
+          for (index i = 0; i < m; ++i) ra[i + p * m] = as_bf16_value(TransA ? a[p + i * lda] : a[i + p * lda]);
         for (index j = 0; j < n; ++j)
-          for (index p = 0; p < k; ++p) rb[p + j * k] = round_to_bf16(TransB ? b[j + p * ldb] : b[p + j * ldb]);
+          for (index p = 0; p < k; ++p) rb[p + j * k] = as_bf16_value(TransB ? b[j + p * ldb] : b[p + j * ldb]);
         f32_run<false, false>(m, n, k, ra, m, rb, k, c, ldc, !accumulate);
 #endif
         return;
       }
     }
-    f32_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, !accumulate);
+    if constexpr (!bf16_source) f32_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, !accumulate);
   }
 
   /// C += op(A)·op(B) in f32 (or f64): kiln's kernel where it has one, else
@@ -154,6 +165,9 @@ class gemm_scratch {
   }
 
  private:
+  static float as_bf16_value(float v) noexcept { return round_to_bf16(v); }
+  static float as_bf16_value(bf16 v) noexcept { return static_cast<float>(v); }
+
   struct free_aligned {
     void operator()(T* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
   };

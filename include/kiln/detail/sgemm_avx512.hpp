@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include <kiln/bf16.hpp>
 #include <kiln/detail/avx512.hpp>
 
 KILN_AVX512_BEGIN
@@ -53,10 +54,26 @@ constexpr std::ptrdiff_t packed_b_floats(std::ptrdiff_t n, std::ptrdiff_t k) {
   return (even_block(n, NC, NR) + NR - 1) / NR * NR * even_block(k, KC, 16);
 }
 
+/// 16 consecutive operand values as f32 (all, or the lanes of a mask, the
+/// rest zero): floats as they are, bf16 widened (exactly). An operand a
+/// program keeps in bf16 (activations, the step's copy of the weights) is
+/// packed by the same code as one in f32.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+#if defined(__AVX512BW__)
+inline __m512 widen16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+inline __m512 load16(const kiln::bf16* p) { return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline __m512 load16(const kiln::bf16* p, __mmask16 m) {
+  // (a 512-bit masked load of 16-bit lanes, of which the low half is kept: the 256-bit one needs AVX-512VL)
+  return widen16(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(static_cast<__mmask32>(m), p)));
+}
+#endif
+
 /// dst[q·ld_dst + r] = src[r·ld_src + q] for a 16 × 16 block.
-inline void transpose_16x16(const float* src, std::ptrdiff_t ld_src, float* dst, std::ptrdiff_t ld_dst) {
+template <class Src>
+inline void transpose_16x16(const Src* src, std::ptrdiff_t ld_src, float* dst, std::ptrdiff_t ld_dst) {
   __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+  for (int i = 0; i < 16; ++i) r[i] = load16(src + i * ld_src);
   // Interleave pairs of rows at 32-bit, then 64-bit granularity, then move 128-bit lanes.
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -86,28 +103,28 @@ inline void transpose_16x16(const float* src, std::ptrdiff_t ld_src, float* dst,
 /// block[q·16 + r] = src[r·ld + q] for r < rows, q < depth, and zero for the
 /// rest of the 16 × 16 block: the transpose of a partial block, which reads
 /// nothing outside it.
-inline void transpose_partial(const float* src, std::ptrdiff_t ld, std::ptrdiff_t rows, std::ptrdiff_t depth,
+template <class Src>
+inline void transpose_partial(const Src* src, std::ptrdiff_t ld, std::ptrdiff_t rows, std::ptrdiff_t depth,
                               float* block) {
   alignas(64) float rows_in[16 * 16];
   for (std::ptrdiff_t r = 0; r < 16; ++r)
-    _mm512_store_ps(rows_in + r * 16,
-                    r < rows ? _mm512_maskz_loadu_ps(lanes(depth), src + r * ld) : _mm512_setzero_ps());
+    _mm512_store_ps(rows_in + r * 16, r < rows ? load16(src + r * ld, lanes(depth)) : _mm512_setzero_ps());
   transpose_16x16(rows_in, 16, block, 16);
 }
 
 /// Packs rows [0, mc) and depth [0, kc) of op(A) into MR-row panels, each
 /// stored depth after depth (MR floats per depth), zero-padded to MR rows.
-template <bool TransA>
-inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
+template <bool TransA, class Src>
+inline void pack_a(const Src* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
   for (std::ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
     const std::ptrdiff_t rows = std::min(MR, mc - i0);
     if constexpr (!TransA) {
       // op(A)(i, p) = a[i + p·lda]: a panel's depth p is MR consecutive floats
       const __mmask16 lo = lanes(rows), hi = lanes(rows - 16);
       for (std::ptrdiff_t p = 0; p < kc; ++p) {
-        const float* src = a + i0 + p * lda;
-        _mm512_store_ps(out, _mm512_maskz_loadu_ps(lo, src));
-        _mm512_store_ps(out + 16, _mm512_maskz_loadu_ps(hi, src + 16));
+        const Src* src = a + i0 + p * lda;
+        _mm512_store_ps(out, load16(src, lo));
+        _mm512_store_ps(out + 16, load16(src + 16, hi));
         out += MR;
       }
     } else {
@@ -116,7 +133,7 @@ inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::p
       alignas(64) float block[16 * 16];
       for (std::ptrdiff_t h = 0; h < MR; h += 16) {
         const std::ptrdiff_t in_half = std::clamp<std::ptrdiff_t>(rows - h, 0, 16);
-        const float* src = a + (i0 + h) * lda;
+        const Src* src = a + (i0 + h) * lda;
         for (std::ptrdiff_t p = 0; p < kc; p += 16) {
           const std::ptrdiff_t depth = std::min<std::ptrdiff_t>(16, kc - p);
           if (in_half == 16 && depth == 16) {
@@ -139,8 +156,8 @@ inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::p
 
 /// Packs depth [0, kc) and columns [0, nc) of op(B) into NR-column panels,
 /// each stored depth after depth (NR floats per depth), zero-padded to NR columns.
-template <bool TransB>
-inline void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
+template <bool TransB, class Src>
+inline void pack_b(const Src* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
   static_assert(NR == 8, "pack_b moves a panel's depth as one 256-bit vector");
   for (std::ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
     const std::ptrdiff_t cols = std::min(NR, nc - j0);
@@ -149,7 +166,7 @@ inline void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::p
       // (a 512-bit masked load, of which the low half is kept: the 256-bit one needs AVX-512VL)
       const __mmask16 m = lanes(cols);
       for (std::ptrdiff_t p = 0; p < kc; ++p) {
-        _mm256_store_ps(out, _mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, b + j0 + p * ldb)));
+        _mm256_store_ps(out, _mm512_castps512_ps256(load16(b + j0 + p * ldb, m)));
         out += NR;
       }
     } else {
@@ -226,10 +243,10 @@ template <int V>
 /// (`width`), how many steps a depth of kc is, the packing routines and the
 /// micro-kernel. With `overwrite`, the first block of depth stores C
 /// instead of adding to it (C's old values are never read).
-template <class Ops, bool TransA, bool TransB>
-void blocked_gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
-                  const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, typename Ops::packed* pa,
-                  typename Ops::packed* pb, bool overwrite) {
+template <class Ops, bool TransA, bool TransB, class SA, class SB>
+void blocked_gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda, const SB* b,
+                  std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, typename Ops::packed* pa, typename Ops::packed* pb,
+                  bool overwrite) {
   const std::ptrdiff_t nc_block = even_block(n, NC, NR), kc_block = even_block(k, KC, 16),
                        mc_block = even_block(m, MC, MR);
   for (std::ptrdiff_t jc = 0; jc < n; jc += nc_block) {
@@ -282,7 +299,7 @@ struct f32_ops {
 template <bool TransA, bool TransB>
 void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
           std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false) {
-  blocked_gemm<f32_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite);
+  blocked_gemm<f32_ops, TransA, TransB, float, float>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite);
 }
 
 #if defined(__AVX512BF16__)
@@ -325,8 +342,13 @@ inline void pairs_from_panel(const float* f, std::ptrdiff_t depth, std::uint16_t
   }
 }
 
-template <bool TransA>
-inline void pack_a_bf16(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, std::uint16_t* out) {
+/// 16 consecutive operand values as bf16, rounded to nearest even (a bf16
+/// operand as it is).
+inline __m256i bf16x16(const float* p) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(p))); }
+inline __m256i bf16x16(const kiln::bf16* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+template <bool TransA, class Src>
+inline void pack_a_bf16(const Src* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, std::uint16_t* out) {
   const std::ptrdiff_t pairs = (kc + 1) / 2;
   alignas(64) float block[16 * 16];
   for (std::ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
@@ -335,8 +357,8 @@ inline void pack_a_bf16(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, s
     if (!TransA && rows == MR) {
       for (; 2 * q + 1 < kc; ++q)
         for (std::ptrdiff_t h = 0; h < MR; h += 16) {
-          const float* col = a + i0 + h + 2 * q * lda;
-          _mm512_store_si512(out + (q * MR + h) * 2, bf16_pairs(_mm512_loadu_ps(col), _mm512_loadu_ps(col + lda)));
+          const Src* col = a + i0 + h + 2 * q * lda;
+          _mm512_store_si512(out + (q * MR + h) * 2, bf16_pairs(load16(col), load16(col + lda)));
         }
     } else if (TransA && rows == MR) {
       for (; 2 * q + 16 <= kc; q += 8)  // 16 depths at a time, through a transpose
@@ -359,8 +381,8 @@ inline void pack_a_bf16(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, s
   }
 }
 
-template <bool TransB>
-inline void pack_b_bf16(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, std::uint16_t* out) {
+template <bool TransB, class Src>
+inline void pack_b_bf16(const Src* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, std::uint16_t* out) {
   const std::ptrdiff_t pairs = (kc + 1) / 2;
   for (std::ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
     const std::ptrdiff_t cols = std::min(NR, nc - j0);
@@ -368,9 +390,8 @@ inline void pack_b_bf16(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, s
     if (cols == NR && TransB) {
       // op(B)(p, j) = b[j + p·ldb]: rows 2q and 2q + 1 hold the NR columns' pairs.
       for (; 2 * q + 1 < kc; ++q) {
-        const float* row = b + j0 + 2 * q * ldb;
-        const __m512i p16 = bf16_pairs(_mm512_castps256_ps512(_mm256_loadu_ps(row)),
-                                       _mm512_castps256_ps512(_mm256_loadu_ps(row + ldb)));
+        const Src* row = b + j0 + 2 * q * ldb;
+        const __m512i p16 = bf16_pairs(load16(row, lanes(NR)), load16(row + ldb, lanes(NR)));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + q * NR * 2), _mm512_castsi512_si256(p16));
       }
     } else if (cols == NR && !TransB) {
@@ -378,8 +399,7 @@ inline void pack_b_bf16(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, s
       // floats. Convert 16 depths of each column, then transpose the 8 × 8 pairs.
       for (; 2 * q + 16 <= kc; q += 8) {
         __m256i v[NR];
-        for (int j = 0; j < NR; ++j)
-          v[j] = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(b + 2 * q + (j0 + j) * ldb)));
+        for (int j = 0; j < NR; ++j) v[j] = bf16x16(b + 2 * q + (j0 + j) * ldb);
         const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
         const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
         const __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
@@ -433,12 +453,12 @@ struct bf16_ops {
   using packed = std::uint16_t;
   static constexpr std::ptrdiff_t width = 2;
   static constexpr std::ptrdiff_t steps(std::ptrdiff_t kc) { return (kc + 1) / 2; }
-  template <bool TransA>
-  static void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, packed* out) {
+  template <bool TransA, class Src>
+  static void pack_a(const Src* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, packed* out) {
     pack_a_bf16<TransA>(a, lda, mc, kc, out);
   }
-  template <bool TransB>
-  static void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, packed* out) {
+  template <bool TransB, class Src>
+  static void pack_b(const Src* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, packed* out) {
     pack_b_bf16<TransB>(b, ldb, kc, nc, out);
   }
   template <int V>
@@ -448,14 +468,15 @@ struct bf16_ops {
   }
 };
 
-/// C(m×n, ldc) (+)= op(A)·op(B) with both operands rounded to bf16; pa and pb
-/// hold packed_a_floats(m, k) and packed_b_floats(n, k) floats (the bf16
-/// panels need at most as many bytes), 64-byte aligned.
-template <bool TransA, bool TransB>
-void gemm_bf16(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
+/// C(m×n, ldc) (+)= op(A)·op(B) with both operands rounded to bf16 (an
+/// operand given in bf16 is taken as it is); pa and pb hold
+/// packed_a_floats(m, k) and packed_b_floats(n, k) floats (the bf16 panels
+/// need at most as many bytes), 64-byte aligned.
+template <bool TransA, bool TransB, class SA, class SB>
+void gemm_bf16(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda, const SB* b,
                std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false) {
-  blocked_gemm<bf16_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, reinterpret_cast<std::uint16_t*>(pa),
-                                         reinterpret_cast<std::uint16_t*>(pb), overwrite);
+  blocked_gemm<bf16_ops, TransA, TransB, SA, SB>(m, n, k, a, lda, b, ldb, c, ldc, reinterpret_cast<std::uint16_t*>(pa),
+                                                 reinterpret_cast<std::uint16_t*>(pb), overwrite);
 }
 #endif  // __AVX512BF16__
 
