@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -129,6 +130,98 @@ TEST(bf16, a_program_keeps_f32_master_weights) {
   auto q = compile<mlp, batch<8>>(1);
   EXPECT_TRUE(std::equal(p.parameters().begin(), p.parameters().end(), q.parameters().begin()))
       << "the same seed gives the same f32 weights whatever the precision";
+}
+
+TEST(bf16, activations_are_stored_in_bf16) {
+  static_assert(mlp::memory_plan<64, bf16>::activation_bytes * 2 == mlp::memory_plan<64>::activation_bytes,
+                "bf16 activations take half the bytes of f32 ones");
+  static_assert(mlp::memory_plan<64, bf16>::widened_elements == 0, "every layer of the MLP takes bf16 activations");
+  static_assert(mlp::memory_plan<64, bf16>::gemm_weight_bytes == 2 * mlp::parameters::buffer_size);
+  auto h = compile<mlp, batch<8>, precision<bf16>>(1);
+  auto f = compile<mlp, batch<8>>(1);
+  rng g(2);
+  for (std::size_t i = 0; i < f.input().size(); ++i) f.input()[i] = h.input()[i] = static_cast<float>(g.uniform(-1, 1));
+  h.forward();
+  f.forward();
+  double scale = 0;
+  for (float v : f.output()) scale = std::max(scale, std::abs(static_cast<double>(v)));
+  ASSERT_GT(scale, 0.1);
+  for (std::size_t i = 0; i < h.output().size(); ++i) {
+    const float v = h.output()[i];
+    EXPECT_EQ(v, round_to_bf16(v)) << "output " << i << " is not a bf16 value: it was not stored in bf16";
+    EXPECT_NEAR(v, f.output()[i], 0.03 * scale) << "output " << i;
+  }
+}
+
+TEST(bf16, the_weights_copy_follows_every_change_to_the_parameters) {
+  // The GEMMs read a bf16 copy of the parameters, made at the start of each
+  // forward pass: a change made through parameters() between two passes must
+  // reach the next one (a stale copy would give the old output).
+  auto p = compile<mlp, batch<8>, precision<bf16>>(3);
+  rng g(4);
+  for (auto& x : p.input()) x = static_cast<float>(g.uniform(-1, 1));
+  p.forward();
+  const std::vector<float> before(p.output().begin(), p.output().end());
+  for (auto& w : p.layer_parameter<4>()) w *= 1.5f;
+  p.forward();
+  auto fresh = compile<mlp, batch<8>, precision<bf16>>(99);
+  fresh.assign_parameters(p);
+  std::copy(p.input().begin(), p.input().end(), fresh.input().begin());
+  fresh.forward();
+  EXPECT_FALSE(std::equal(before.begin(), before.end(), p.output().begin()));
+  EXPECT_TRUE(std::equal(fresh.output().begin(), fresh.output().end(), p.output().begin()));
+  // and after a training step, which changes every weight
+  std::vector<std::uint32_t> labels(8, 1);
+  sgd opt{.lr = 0.1f};
+  sgd::state<float> state(p.parameters().size());
+  p.train_step(labels, opt, state);
+  p.forward();
+  fresh.assign_parameters(p);
+  fresh.forward();
+  EXPECT_TRUE(std::equal(fresh.output().begin(), fresh.output().end(), p.output().begin()));
+}
+
+/// One forward and backward of M in bf16 against the same in f32 (same
+/// seed and data): the losses within `tolerance` relative, and the gradient
+/// vectors within `tolerance` in relative L2 norm. Inputs are token ids
+/// below `vocab` when it is non-zero.
+template <class M, class Loss = softmax_cross_entropy<>>
+void expect_bf16_tracks_f32(std::uint32_t classes, std::uint32_t vocab, double tolerance) {
+  auto f = compile<M, batch<4>, Loss>(11);
+  auto h = compile<M, batch<4>, precision<bf16>, Loss>(11);
+  rng g(5);
+  for (std::size_t i = 0; i < f.input().size(); ++i)
+    f.input()[i] = h.input()[i] = vocab ? static_cast<float>(g.below(vocab)) : static_cast<float>(g.uniform(-1, 1));
+  std::vector<typename decltype(f)::target_type> targets(4 * decltype(f)::targets_per_sample);
+  for (auto& t : targets) t = static_cast<typename decltype(f)::target_type>(g.below(classes));
+  f.forward();
+  h.forward();
+  const double lf = f.backward(targets).loss, lh = h.backward(targets).loss;
+  EXPECT_NEAR(lh, lf, tolerance * std::abs(lf));
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < f.gradients().size(); ++i) {
+    const double d = static_cast<double>(h.gradients()[i]) - f.gradients()[i];
+    diff += d * d;
+    norm += static_cast<double>(f.gradients()[i]) * f.gradients()[i];
+  }
+  ASSERT_GT(norm, 0);
+  EXPECT_LT(std::sqrt(diff / norm), tolerance);
+}
+
+struct tokens;
+TEST(bf16, every_kind_of_layer_runs_on_bf16_activations) {
+  // Layers that take bf16 (dense, conv2d, pooling, the element-wise
+  // activations) and layers the program runs on widened f32 copies
+  // (batch_norm, dropout, layer_norm, attention, embeddings, residual
+  // blocks) in one model each.
+  using cnn = model<input<2, 10, 10>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, conv2d<6, 3, 2, 1>,
+                    kiln::tanh, avg_pool<3, 1>, flatten, dense<12>, dropout<0.25>, sigmoid, dense<5>>;
+  static_assert(cnn::memory_plan<4, bf16>::widened_elements > 0, "batch_norm and dropout compute in f32");
+  expect_bf16_tracks_f32<cnn>(5, 0, 0.05);
+  // 300 token ids: ids above 256 are not bf16 values, so the input must reach the embedding unrounded
+  using lm = model<input_tokens<6>, embedding<300, 16, tied<tokens>>, position_embedding, transformer_block<2, 24>,
+                   residual<position_wise<dense<16>>, gelu>, layer_norm, unembed<tied<tokens>>>;
+  expect_bf16_tracks_f32<lm>(300, 300, 0.05);
 }
 
 TEST(bf16, training_tracks_the_f32_loss_curve) {

@@ -57,6 +57,7 @@
 #include <boost/hana/length.hpp>
 
 #include <kiln/bf16.hpp>
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/detail/worker_pool.hpp>
@@ -193,7 +194,7 @@ using aligned_buffer = std::unique_ptr<T[], aligned_delete<T>>;
 template <class T>
 aligned_buffer<T> make_aligned(std::size_t n) {
   auto* p = static_cast<T*>(::operator new[](std::max<std::size_t>(n, 1) * sizeof(T), std::align_val_t{64}));
-  std::fill(p, p + n, T(0));
+  std::fill(p, p + n, T{});
   return aligned_buffer<T>(p);
 }
 }  // namespace detail
@@ -211,7 +212,9 @@ class program {
   using target_type = typename bound_loss::target_type;
   using layout = typename Model::parameters;
   using state_layout = typename Model::state_layout;
-  using plan = typename Model::template memory_plan<B, T>;
+  /// How activations are stored: bf16 under precision<bf16>, else T.
+  using activation_type = std::conditional_t<Bf16Gemm, bf16, T>;
+  using plan = typename Model::template memory_plan<B, activation_type>;
 
   /// Samples per replica and step.
   static constexpr std::size_t batch_size = B;
@@ -323,7 +326,7 @@ class program {
   std::span<const T> input() const noexcept { return {input_.get(), global_batch * input_size}; }
   /// The last forward's output: global_batch samples of output_size scalars.
   std::span<const T> output() const noexcept {
-    if constexpr (replicas == 1) {
+    if constexpr (replicas == 1 && !Bf16Gemm) {
       return {activation(0, layer_count), B * output_size};
     } else {
       return {output_.get(), global_batch * output_size};
@@ -333,6 +336,7 @@ class program {
   /// Runs every layer on input(), every replica on its slice. Throws only
   /// where a layer checks data (an embedding given a token id out of range).
   void forward() {
+    refresh_gemm_weights();
     auto task = [this](std::size_t r) { forward_replica(r); };
     run(task);
     gather_outputs();
@@ -344,8 +348,8 @@ class program {
     check_targets(targets, valid);
     auto task = [&](std::size_t r) {
       const std::size_t v = valid_in(r, valid);
-      results_[r] = v ? bound_loss::evaluate(activation(r, layer_count), targets.data() + r * B * targets_per_sample, B,
-                                             v, static_cast<T*>(nullptr))
+      results_[r] = v ? bound_loss::evaluate(logits(r), targets.data() + r * B * targets_per_sample, B, v,
+                                             static_cast<T*>(nullptr))
                       : loss_value{};
     };
     if (valid <= B) {
@@ -402,6 +406,7 @@ class program {
       }
       return r;
     } else {
+      refresh_gemm_weights();
       auto pass = [&](std::size_t r) {
         forward_replica(r);
         backward_replica(r, targets, B);
@@ -454,25 +459,56 @@ class program {
   }
 
  private:
-  /// One replica's workspace: gradients, activations (slot 0, the input,
-  /// lives in the shared input buffer), two gradient slots, packing space.
+  /// One replica's workspace: gradients, two gradient slots, scratch,
+  /// saved values and (bf16) the widened room in one block; activations
+  /// (slot 0, the input, lives in the shared input buffer unless a bf16
+  /// program rounds it for a first layer that takes bf16); packing space.
   struct replica {
     detail::aligned_buffer<T> block;
+    detail::aligned_buffer<activation_type> activations;
     detail::gemm_scratch<T> scratch;
   };
-  static constexpr std::size_t replica_elements = layout::buffer_size + plan::activation_elements +
-                                                  plan::gradient_elements + plan::scratch_elements +
-                                                  plan::saved_elements;
+  static constexpr std::size_t replica_elements = layout::buffer_size + plan::gradient_elements +
+                                                  plan::scratch_elements + plan::saved_elements +
+                                                  plan::widened_elements;
+
+  /// The first layer that computes (not a view), or layer_count if none.
+  static constexpr std::size_t first_computing = [] {
+    std::size_t k = 0;
+    bool found = false;
+    boost::hana::for_each(Model::layers, [&](auto t) {
+      if (!found && !decltype(t)::type::is_view) {
+        found = true;
+      } else if (!found) {
+        ++k;
+      }
+    });
+    return k;
+  }();
+  /// bf16: the input is rounded into activation slot 0 when the first layer
+  /// that computes takes bf16 (otherwise that layer reads the f32 input as
+  /// it is: token ids, for instance, must not be rounded).
+  static constexpr bool input_in_bf16 = [] {
+    if constexpr (!Bf16Gemm) {
+      return false;
+    } else if constexpr (first_computing == layer_count) {
+      return true;
+    } else {
+      return detail::takes_bf16_activations<typename Model::template layer<first_computing>>();
+    }
+  }();
 
   explicit program(std::nullptr_t)
       : params_(detail::make_aligned<T>(layout::buffer_size)),
         state_(detail::make_aligned<T>(state_layout::buffer_size)),
         input_(detail::make_aligned<T>(global_batch * input_size)),
-        output_(detail::make_aligned<T>(replicas > 1 ? global_batch * output_size : 0)),
+        output_(detail::make_aligned<T>(replicas > 1 || Bf16Gemm ? global_batch * output_size : 0)),
+        gemm_weights_(detail::make_aligned<activation_type>(Bf16Gemm ? layout::buffer_size : 0)),
         replicas_(std::make_unique<replica[]>(replicas)),
         results_(std::make_unique<loss_value[]>(replicas)) {
     for (std::size_t r = 0; r < replicas; ++r) {
       replicas_[r].block = detail::make_aligned<T>(replica_elements);
+      replicas_[r].activations = detail::make_aligned<activation_type>(plan::activation_elements);
       replicas_[r].scratch.use_bf16_operands(Bf16Gemm);
       boost::hana::for_each(Model::layers, [&](auto t) {
         using L = typename decltype(t)::type;
@@ -588,21 +624,67 @@ class program {
 
   T* gradient_of(std::size_t r) const noexcept { return replicas_[r].block.get(); }
   /// Activation slot of layer k (0 = the input) of replica r.
-  T* activation(std::size_t r, std::size_t k) const noexcept {
-    if (plan::slot[k] == plan::slot[0]) return input_.get() + r * B * input_size;
-    return replicas_[r].block.get() + layout::buffer_size + plan::activation_offset[k];
+  activation_type* activation(std::size_t r, std::size_t k) const noexcept {
+    if constexpr (!Bf16Gemm) {
+      if (plan::slot[k] == plan::slot[0]) return input_.get() + r * B * input_size;
+    }
+    return replicas_[r].activations.get() + plan::activation_offset[k];
+  }
+  /// Replica r's output as the loss reads it (f32: bf16 outputs are widened
+  /// into output_ at the end of each forward).
+  const T* logits(std::size_t r) const noexcept {
+    if constexpr (Bf16Gemm) {
+      return output_.get() + r * B * output_size;
+    } else {
+      return activation(r, layer_count);
+    }
   }
   T* grad_slot(std::size_t r, int i) const noexcept {
-    return replicas_[r].block.get() + layout::buffer_size + plan::activation_elements +
-           static_cast<std::size_t>(i) * plan::gradient_slot_elements;
+    return replicas_[r].block.get() + layout::buffer_size + static_cast<std::size_t>(i) * plan::gradient_slot_elements;
+  }
+  /// bf16: the f32 room in which a layer that computes in f32 runs.
+  T* widened_room(std::size_t r) const noexcept {
+    return grad_slot(r, 2) + plan::scratch_elements + plan::saved_elements;
   }
 
-  using context = detail::layer_context<T, B, layout, state_layout>;
+  /// The context of a layer that takes the program's activations (all of
+  /// them, unless the program is bf16), and of one that computes in f32 on
+  /// widened copies of its bf16 input and output.
+  using context = detail::layer_context<T, B, layout, state_layout, activation_type, activation_type>;
+  using f32_context = detail::layer_context<T, B, layout, state_layout, T, activation_type>;
 
   context make_context(std::size_t r, std::size_t k) const noexcept {
-    context c;
+    auto c = common_context<context>(r, k);
     c.x = activation(r, k - 1);
     c.y = activation(r, k);
+    return c;
+  }
+
+  /// bf16, a layer without bf16_activations: x and y are f32 copies in the
+  /// widened room (x read from the f32 input directly when it is the
+  /// input); in backward, y is widened too.
+  template <std::size_t I>
+  f32_context widened_context(std::size_t r, bool for_backward) const noexcept {
+    using L = typename Model::template layer<I>;
+    constexpr std::size_t in = L::input_shape::size * B, out = L::output_shape::size * B;
+    auto c = common_context<f32_context>(r, I + 1);
+    T* room = widened_room(r);
+    if (plan::slot[I] == plan::slot[0]) {
+      c.x = input_.get() + r * B * input_size;
+    } else {
+      detail::widen(activation(r, I), in, room);
+      c.x = room;
+    }
+    T* y = room + detail::round_up(in, detail::parameter_alignment);
+    if (for_backward) detail::widen(activation(r, I + 1), out, y);
+    c.y = y;
+    return c;
+  }
+
+  template <class Ctx>
+  Ctx common_context(std::size_t r, std::size_t k) const noexcept {
+    Ctx c;
+    if constexpr (Bf16Gemm) c.wg = gemm_weights_.get();
     c.w = params_.get();
     c.dw = gradient_of(r);
     c.gemm = &replicas_[r].scratch;
@@ -618,17 +700,46 @@ class program {
   }
 
   void forward_replica(std::size_t r) {
+    if constexpr (input_in_bf16) detail::narrow(input_.get() + r * B * input_size, B * input_size, activation(r, 0));
     [&]<std::size_t... I>(std::index_sequence<I...>) { (forward_layer<I>(r), ...); }
     (std::make_index_sequence<layer_count>{});
+    if constexpr (Bf16Gemm)
+      detail::widen(activation(r, layer_count), B * output_size, output_.get() + r * B * output_size);
   }
   template <std::size_t I>
   void forward_layer(std::size_t r) {
     using L = typename Model::template layer<I>;
-    if constexpr (!L::is_view) L::forward(make_context(r, I + 1));
+    if constexpr (L::is_view) {
+      return;
+    } else if constexpr (!Bf16Gemm || detail::takes_bf16_activations<L>()) {
+      context c = make_context(r, I + 1);
+      if constexpr (Bf16Gemm) c.wide = grad_slot(r, 0);  // (the gradient slots are free during forward)
+      L::forward(c);
+    } else {
+      const f32_context c = widened_context<I>(r, false);
+      L::forward(c);
+      detail::narrow(c.y, L::output_shape::size * B, activation(r, I + 1));
+    }
+  }
+
+  /// bf16: replica r's share of the parameters rounded into the GEMMs' copy,
+  /// once per step (every replica's GEMMs read the one copy).
+  void refresh_gemm_weights() {
+    if constexpr (Bf16Gemm) {
+      if constexpr (Replication::threaded && replicas > 1) {
+        auto convert = [this](std::size_t q) {
+          const auto [begin, end] = chunk_of(q);
+          detail::narrow(params_.get() + begin, end - begin, gemm_weights_.get() + begin);
+        };
+        run(convert);
+      } else {
+        detail::narrow(params_.get(), layout::buffer_size, gemm_weights_.get());
+      }
+    }
   }
 
   void gather_outputs() noexcept {
-    if constexpr (replicas > 1) {
+    if constexpr (replicas > 1 && !Bf16Gemm) {
       for (std::size_t r = 0; r < replicas; ++r)
         std::copy_n(activation(r, layer_count), B * output_size, output_.get() + r * B * output_size);
     }
@@ -644,8 +755,8 @@ class program {
     const auto& [ranges, count] = zeroed_ranges;
     for (std::size_t i = 0; i < count; ++i)
       std::fill(gradient_of(r) + ranges[i].first, gradient_of(r) + ranges[i].second, T(0));
-    results_[r] = bound_loss::evaluate(activation(r, layer_count), targets.data() + r * B * targets_per_sample, B,
-                                       valid, grad_slot(r, 0));
+    results_[r] =
+        bound_loss::evaluate(logits(r), targets.data() + r * B * targets_per_sample, B, valid, grad_slot(r, 0));
     int current = 0;
     [&]<std::size_t... I>(std::index_sequence<I...>) { (backward_layer<layer_count - 1 - I>(r, current), ...); }
     (std::make_index_sequence<layer_count>{});
@@ -711,7 +822,13 @@ class program {
   void backward_layer(std::size_t r, int& current) {
     using L = typename Model::template layer<I>;
     if constexpr (!L::is_view) {
-      context c = make_context(r, I + 1);
+      auto c = [&] {
+        if constexpr (!Bf16Gemm || detail::takes_bf16_activations<L>()) {
+          return make_context(r, I + 1);
+        } else {
+          return widened_context<I>(r, true);
+        }
+      }();
       c.overwrite_gradients = overwrites_gradients<L>();
       c.dy = grad_slot(r, current);
       if constexpr (input_gradient_needed<I>()) {
@@ -787,6 +904,7 @@ class program {
   std::uint64_t seed_ = 0, step_ = 0;
   detail::aligned_buffer<T> input_;
   detail::aligned_buffer<T> output_;
+  detail::aligned_buffer<activation_type> gemm_weights_;  ///< bf16: the parameters as this step's GEMMs read them
   std::unique_ptr<replica[]> replicas_;
   std::unique_ptr<loss_value[]> results_;
   std::unique_ptr<detail::worker_pool> pool_;

@@ -20,6 +20,10 @@
 //                                   running statistics: ctx.state<Tag>())
 //     positions                     (optional) 1 + the positions of the layers it
 //                                   contains (residual, a model used as a layer)
+//     bf16_activations              (optional) true: under precision<bf16> its
+//                                   forward/backward take bf16 ctx.x / ctx.y
+//                                   (the program widens them to f32 for the
+//                                   layers that do not say so)
 //     forward(ctx), backward(ctx)   over a kiln::detail::layer_context, which
 //                                   also says whether the step trains
 //                                   (ctx.training) and, for dropout, the seed,
@@ -34,6 +38,9 @@
 //     same offset of the gradient buffer; backward *adds* to it (so a weight
 //     used twice receives the sum of its uses' gradients).
 //   * backward writes ctx.dx (the input gradient) unless it is null.
+//   * Parameters, gradients (dy, dx), saved values and state are the
+//     program's scalar (f32 under bf16); GEMMs read weights through
+//     ctx.gemm_param<Tag>() (the step's bf16 copy under bf16).
 //
 // THREAD SAFETY
 //   Bound layers are stateless; everything they touch comes in the context.

@@ -48,6 +48,7 @@
 #include <boost/hana/type.hpp>
 #include <boost/hana/unpack.hpp>
 
+#include <kiln/bf16.hpp>
 #include <kiln/detail/chain.hpp>
 #include <kiln/detail/parameter_layout.hpp>
 #include <kiln/detail/type_name.hpp>
@@ -183,10 +184,15 @@ struct model {
   static constexpr auto state_list = detail::collect_state(layers);
   using state_layout = typename decltype(+detail::layout_of(state_list))::type;
 
-  /// Where a batch of B samples of scalar type T lives in the workspace.
+  /// Where a batch of B samples of precision T (float, double or kiln::bf16)
+  /// lives in the workspace. Sizes are in elements (activations: of T; the
+  /// rest: of `scalar`, f32 for bf16) and in bytes.
   template <std::size_t B, class T = float>
   struct memory_plan {
     static constexpr std::size_t alignment = detail::parameter_alignment;
+    /// Parameters, gradients, scratch and saved values: f32 under bf16.
+    using scalar = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+    static constexpr bool bf16_activations = std::is_same_v<T, bf16>;
     /// Element sizes of each slot: slot 0 is the input, slot k the output of
     /// layer k; a view layer (flatten) shares its input's slot.
     static constexpr std::array<std::size_t, layer_count + 1> slot = [] {
@@ -240,7 +246,7 @@ struct model {
                             [&](auto t) { m = std::max(m, detail::workspace_of<typename decltype(t)::type, B>()); });
       return detail::round_up(m, alignment);
     }();
-    static constexpr std::size_t scratch_bytes = scratch_elements * sizeof(T);
+    static constexpr std::size_t scratch_bytes = scratch_elements * sizeof(scalar);
     /// What each layer keeps from its forward to its backward (the
     /// activations inside a residual, attention probabilities), one region each.
     static constexpr std::array<std::size_t, layer_count + 1> saved_offset = [] {
@@ -254,14 +260,35 @@ struct model {
       return off;
     }();
     static constexpr std::size_t saved_elements = saved_offset[layer_count];
-    static constexpr std::size_t saved_bytes = saved_elements * sizeof(T);
+    static constexpr std::size_t saved_bytes = saved_elements * sizeof(scalar);
+
+    /// Under bf16: f32 room for the input and output of the widest layer
+    /// that computes in f32 (one without `bf16_activations`), which runs on
+    /// widened copies; 0 when every layer takes bf16.
+    static constexpr std::size_t widened_elements = [] {
+      std::size_t m = 0;
+      if constexpr (bf16_activations) {
+        boost::hana::for_each(layers, [&](auto t) {
+          using L = typename decltype(t)::type;
+          if (!L::is_view && !detail::takes_bf16_activations<L>())
+            m = std::max(m, detail::round_up(L::input_shape::size * B, alignment) +
+                                detail::round_up(L::output_shape::size * B, alignment));
+        });
+      }
+      return m;
+    }();
+    static constexpr std::size_t widened_bytes = widened_elements * sizeof(scalar);
 
     static constexpr std::size_t activation_bytes = activation_elements * sizeof(T);
-    static constexpr std::size_t gradient_bytes = gradient_elements * sizeof(T);
-    static constexpr std::size_t parameter_bytes = parameters::buffer_size * sizeof(T);
-    /// Parameters, their gradients, activations, activation gradients, scratch and saved values.
-    static constexpr std::size_t total_bytes =
-        2 * parameter_bytes + activation_bytes + gradient_bytes + scratch_bytes + saved_bytes;
+    static constexpr std::size_t gradient_bytes = gradient_elements * sizeof(scalar);
+    static constexpr std::size_t parameter_bytes = parameters::buffer_size * sizeof(scalar);
+    /// Under bf16: the step's bf16 copy of the parameters, which GEMMs read.
+    static constexpr std::size_t gemm_weight_bytes = bf16_activations ? parameters::buffer_size * sizeof(bf16) : 0;
+    /// Parameters, their gradients, activations, activation gradients,
+    /// scratch, saved values, and under bf16 the weights' copy and the
+    /// widened room.
+    static constexpr std::size_t total_bytes = 2 * parameter_bytes + activation_bytes + gradient_bytes + scratch_bytes +
+                                               saved_bytes + gemm_weight_bytes + widened_bytes;
   };
 
   /// The model as a table: one row per layer with its shapes, the

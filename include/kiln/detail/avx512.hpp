@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -38,6 +39,17 @@ inline __mmask16 lanes(std::ptrdiff_t lo, std::ptrdiff_t hi) {
 }
 /// Lanes [0, n).
 inline __mmask16 lanes(std::ptrdiff_t n) { return lanes(0, n); }
+
+#if defined(__AVX512BW__)
+/// Lanes [lo, hi) of a 32-lane mask (16-bit elements), both bounds clamped to [0, 32].
+inline __mmask32 lanes32(std::ptrdiff_t lo, std::ptrdiff_t hi) {
+  lo = std::clamp<std::ptrdiff_t>(lo, 0, 32);
+  hi = std::clamp<std::ptrdiff_t>(hi, 0, 32);
+  if (hi <= lo) return 0;
+  const std::uint64_t below_hi = (std::uint64_t{1} << hi) - 1, below_lo = (std::uint64_t{1} << lo) - 1;
+  return static_cast<__mmask32>(below_hi & ~below_lo);
+}
+#endif
 
 }  // namespace kiln::detail::avx512
 #endif

@@ -186,6 +186,18 @@ constexpr auto flatten_nested(Bound bound) {
   }));
 }
 
+/// True when a bound layer's forward and backward take bf16 activations (it
+/// declares `bf16_activations`); under precision<bf16> the program runs the
+/// others on f32 copies of their input and output.
+template <class L>
+constexpr bool takes_bf16_activations() {
+  if constexpr (requires { L::bf16_activations; }) {
+    return L::bf16_activations;
+  } else {
+    return false;
+  }
+}
+
 /// Elements a bound layer keeps from forward to backward / borrows while it runs.
 template <class L, std::size_t B>
 constexpr std::size_t saved_of() {

@@ -2,11 +2,13 @@
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
+#include <algorithm>
 #include <cstddef>
 
 #include <Eigen/Core>
 #include <boost/hana/tuple.hpp>
 
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
 
@@ -15,7 +17,8 @@ namespace kiln::detail {
 /// An activation `Fn` (with static `forward(x, y)` and either
 /// `backward(y, dy, dx)` or, declaring `needs_input`, `backward_from_input(x,
 /// dy, dx)`, over Eigen arrays) as a layer: any input shape, the same output
-/// shape, no parameters.
+/// shape, no parameters. bf16 activations are widened, computed on and
+/// rounded back a block at a time (f32 arithmetic, bf16 storage).
 template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;
@@ -24,24 +27,54 @@ struct elementwise_layer {
   struct bind : bound_layer_base<Spec, In, Position> {
     using output_shape = In;
     static constexpr auto parameters = boost::hana::tuple_t<>;
+    static constexpr bool bf16_activations = true;
 
     template <class Ctx>
     static void forward(const Ctx& c) {
       using A = Eigen::Array<typename Ctx::scalar, Eigen::Dynamic, 1>;
       constexpr auto n = static_cast<Eigen::Index>(In::size * Ctx::batch);
-      Eigen::Map<A> y(c.y, n);
-      Fn::forward(Eigen::Map<const A>(c.x, n), y);
+      if constexpr (Ctx::bf16_activations) {
+        alignas(64) float xs[block], ys[block];
+        for (Eigen::Index i = 0; i < n; i += block) {
+          const Eigen::Index m = std::min<Eigen::Index>(block, n - i);
+          widen(c.x + i, static_cast<std::size_t>(m), xs);
+          Eigen::Map<A> y(ys, m);
+          Fn::forward(Eigen::Map<const A>(xs, m), y);
+          narrow(ys, static_cast<std::size_t>(m), c.y + i);
+        }
+      } else {
+        Eigen::Map<A> y(c.y, n);
+        Fn::forward(Eigen::Map<const A>(c.x, n), y);
+      }
     }
     template <class Ctx>
     static void backward(const Ctx& c) {
       if (!c.dx) return;
       using A = Eigen::Array<typename Ctx::scalar, Eigen::Dynamic, 1>;
       constexpr auto n = static_cast<Eigen::Index>(In::size * Ctx::batch);
-      Eigen::Map<A> dx(c.dx, n);
-      if constexpr (requires { Fn::needs_input; }) {
-        Fn::backward_from_input(Eigen::Map<const A>(c.x, n), Eigen::Map<const A>(c.dy, n), dx);
+      constexpr bool from_input = requires { Fn::needs_input; };
+      const auto* v = from_input ? c.x : c.y;  // what the derivative is computed from
+      if constexpr (Ctx::bf16_activations) {
+        alignas(64) float vs[block];
+        for (Eigen::Index i = 0; i < n; i += block) {
+          const Eigen::Index m = std::min<Eigen::Index>(block, n - i);
+          widen(v + i, static_cast<std::size_t>(m), vs);
+          backward_block<from_input>(Eigen::Map<const A>(vs, m), Eigen::Map<const A>(c.dy + i, m), c.dx + i, m);
+        }
       } else {
-        Fn::backward(Eigen::Map<const A>(c.y, n), Eigen::Map<const A>(c.dy, n), dx);
+        backward_block<from_input>(Eigen::Map<const A>(v, n), Eigen::Map<const A>(c.dy, n), c.dx, n);
+      }
+    }
+
+   private:
+    static constexpr Eigen::Index block = 256;  ///< bf16: values widened at a time
+    template <bool FromInput, class V, class DY, class T>
+    static void backward_block(const V& v, const DY& dy, T* dx, Eigen::Index n) {
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(dx, n);
+      if constexpr (FromInput) {
+        Fn::backward_from_input(v, dy, out);
+      } else {
+        Fn::backward(v, dy, out);
       }
     }
   };

@@ -4,6 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+
+#include <kiln/bf16.hpp>
 
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/parameter_layout.hpp>
@@ -13,23 +16,37 @@ namespace kiln::detail {
 /// Views of one layer's slice of the program for one step. Activations are
 /// column-major `features × batch` (one sample per column, contiguous), i.e.
 /// the row-major [batch, features] layout of PyTorch.
-template <class T, std::size_t B, class Layout, class StateLayout = parameter_layout<>>
+///
+/// A is how activations (x, y) are stored and W how GEMMs read the weights:
+/// T and T, except under precision<bf16>, where W is bf16 (the step's copy of
+/// the parameters, `gemm_param`) and A is bf16 for the layers that declare
+/// `bf16_activations` (kiln/layer.hpp); the program runs the others on f32
+/// copies of their input and output.
+template <class T, std::size_t B, class Layout, class StateLayout = parameter_layout<>, class A = T, class W = T>
 struct layer_context {
   using scalar = T;
+  using activation = A;
+  using gemm_weight = W;
   using layout = Layout;
   using state_layout = StateLayout;
   static constexpr std::size_t batch = B;
+  /// Activations are stored in bf16 (precision<bf16>, a layer that takes them).
+  static constexpr bool bf16_activations = std::is_same_v<A, bf16>;
 
-  const T* x = nullptr;   ///< input activations
-  T* y = nullptr;         ///< output activations
+  const A* x = nullptr;   ///< input activations
+  A* y = nullptr;         ///< output activations
   const T* dy = nullptr;  ///< gradient of the loss w.r.t. y (backward)
   T* dx = nullptr;        ///< gradient w.r.t. x, or null when nobody needs it
   const T* w = nullptr;   ///< the flat parameter buffer
   T* dw = nullptr;        ///< the flat gradient buffer
+  const W* wg = nullptr;  ///< the parameters as GEMMs read them, when W is not T (bf16: rounded once per step)
   gemm_scratch<T>* gemm = nullptr;
   T* scratch = nullptr;  ///< the layer's `workspace<B>` elements, if it declared any
   T* saved = nullptr;    ///< the layer's `saved<B>` elements: kept from its forward to its backward
   T* st = nullptr;       ///< the model's state buffer (running statistics), shared by replicas
+  /// With bf16 activations, during forward: room for the layer's output in
+  /// f32 (out_size × batch scalars), to accumulate in before rounding into y.
+  T* wide = nullptr;
 
   /// The layer writes its parameters' gradients instead of adding to them:
   /// set by the program, for a layer that declares `overwrites_gradients`,
@@ -45,6 +62,16 @@ struct layer_context {
   const T* param() const {
     return w + Layout::template offset<Tag>;
   }
+  /// Parameter Tag as a GEMM operand: param<Tag>(), or under precision<bf16>
+  /// its bf16 copy, made once per step (so no GEMM rounds the weights again).
+  template <class Tag>
+  const W* gemm_param() const {
+    if constexpr (std::is_same_v<W, T>) {
+      return param<Tag>();
+    } else {
+      return wg + Layout::template offset<Tag>;
+    }
+  }
   template <class Tag>
   T* grad() const {
     return dw + Layout::template offset<Tag>;
@@ -57,10 +84,12 @@ struct layer_context {
   /// The same views for a layer run over `Rows` times as many columns
   /// (kiln::position_wise: every position of every sample is one column).
   template <std::size_t Rows>
-  layer_context<T, B * Rows, Layout, StateLayout> widen() const {
-    layer_context<T, B * Rows, Layout, StateLayout> c;
-    c.x = x, c.y = y, c.dy = dy, c.dx = dx, c.w = w, c.dw = dw, c.gemm = gemm, c.scratch = scratch, c.saved = saved;
-    c.st = st, c.overwrite_gradients = overwrite_gradients, c.training = training, c.keeps_state = keeps_state;
+  layer_context<T, B * Rows, Layout, StateLayout, A, W> widen() const {
+    layer_context<T, B * Rows, Layout, StateLayout, A, W> c;
+    c.x = x, c.y = y, c.dy = dy, c.dx = dx, c.w = w, c.dw = dw, c.wg = wg, c.gemm = gemm, c.scratch = scratch;
+    c.saved = saved;
+    c.st = st, c.wide = wide, c.overwrite_gradients = overwrite_gradients, c.training = training,
+    c.keeps_state = keeps_state;
     c.seed = seed, c.step = step;
     c.first_sample = first_sample * Rows;
     return c;

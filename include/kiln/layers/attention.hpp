@@ -110,7 +110,7 @@ struct causal_self_attention {
       T* probs = c.saved + probabilities_at<B>;
       T* heads = c.saved + heads_at<B>;
       add_bias(qkv, c.template param<in_bias>(), 3 * D, n);
-      c.gemm->template run<true, false>(3 * D, n, D, c.template param<in_weight>(), D, c.x, D, qkv, 3 * D, true);
+      c.gemm->template run<true, false>(3 * D, n, D, c.template gemm_param<in_weight>(), D, c.x, D, qkv, 3 * D, true);
       const T scale = T(1) / std::sqrt(static_cast<T>(dh));
       for (std::size_t b = 0; b < B; ++b) {
         for (std::size_t h = 0; h < H; ++h) {
@@ -133,7 +133,7 @@ struct causal_self_attention {
         }
       }
       add_bias(c.y, c.template param<out_bias>(), D, n);
-      c.gemm->template run<true, false>(D, n, D, c.template param<out_weight>(), D, heads, D, c.y, D, true);
+      c.gemm->template run<true, false>(D, n, D, c.template gemm_param<out_weight>(), D, heads, D, c.y, D, true);
     }
 
     template <class Ctx>
@@ -151,7 +151,7 @@ struct causal_self_attention {
       // y = W_outᶜᵀ·heads + b_out
       c.gemm->template run<false, true>(D, D, n, heads, D, c.dy, D, c.template grad<out_weight>(), D, true);
       Eigen::Map<vector>(c.template grad<out_bias>(), D) += Eigen::Map<const matrix>(c.dy, D, n).rowwise().sum();
-      c.gemm->template run<false, false>(D, n, D, c.template param<out_weight>(), D, c.dy, D, d_heads, D, false);
+      c.gemm->template run<false, false>(D, n, D, c.template gemm_param<out_weight>(), D, c.dy, D, d_heads, D, false);
       const T scale = T(1) / std::sqrt(static_cast<T>(dh));
       for (std::size_t b = 0; b < B; ++b) {
         for (std::size_t h = 0; h < H; ++h) {
@@ -179,7 +179,8 @@ struct causal_self_attention {
       Eigen::Map<vector>(c.template grad<in_bias>(), 3 * D) +=
           Eigen::Map<const matrix>(d_qkv, 3 * D, n).rowwise().sum();
       if (c.dx)
-        c.gemm->template run<false, false>(D, n, 3 * D, c.template param<in_weight>(), D, d_qkv, 3 * D, c.dx, D, false);
+        c.gemm->template run<false, false>(D, n, 3 * D, c.template gemm_param<in_weight>(), D, d_qkv, 3 * D, c.dx, D,
+                                           false);
     }
   };
 };

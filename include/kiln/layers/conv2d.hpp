@@ -42,6 +42,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/detail/unfold.hpp>
 #include <kiln/layer.hpp>
@@ -106,13 +107,16 @@ struct conv2d {
     using output_shape = shape<F, Ho, Wo>;
 
     static constexpr bool overwrites_gradients = true;  // its parameters are its own (see layer_context)
+    /// Under precision<bf16> it reads and writes bf16 activations (kiln/layer.hpp).
+    static constexpr bool bf16_activations = true;
     using weight_tag = detail::auto_tag<Position, 0>;
     using bias_tag = detail::auto_tag<Position, 1>;
     static constexpr auto parameters =
         boost::hana::tuple_t<param<weight_tag, shape<F, C, Kernel, Kernel>, init::automatic>,
                              param<bias_tag, shape<F>, init::zeros>>;
 
-    /// The unfolded input and, in backward, its gradient.
+    /// The unfolded input (in bf16, half of it, under bf16 activations) and,
+    /// in backward, its gradient.
     template <std::size_t B>
     static constexpr std::size_t workspace = 2 * CKK* P;
 
@@ -132,23 +136,31 @@ struct conv2d {
     template <class Ctx>
     static void forward(const Ctx& c) {
       using T = typename Ctx::scalar;
-      T* cols = c.scratch;
-      const T* w = c.template param<weight_tag>();
+      using A = typename Ctx::activation;
+      A* cols = unfolded<A>(c);
+      const auto* w = c.template gemm_param<weight_tag>();
       const T* b = c.template param<bias_tag>();
       for (std::size_t s = 0; s < Ctx::batch; ++s) {
-        T* y = c.y + s * F * P;
         im2col(c.x + s * C * H * W, cols);
-        for (std::size_t f = 0; f < F; ++f) std::fill_n(y + f * P, P, b[f]);
-        c.gemm->template run<false, false>(P, F, CKK, cols, P, w, CKK, y, P, true);
+        if constexpr (Ctx::bf16_activations) {
+          // accumulate in f32 (ctx.wide), round into y with the bias
+          T* acc = c.wide + s * F * P;
+          c.gemm->template run<false, false>(P, F, CKK, cols, P, w, CKK, acc, P, false);
+          for (std::size_t f = 0; f < F; ++f) detail::narrow(acc + f * P, P, c.y + s * F * P + f * P, b[f]);
+        } else {
+          T* y = c.y + s * F * P;
+          for (std::size_t f = 0; f < F; ++f) std::fill_n(y + f * P, P, b[f]);
+          c.gemm->template run<false, false>(P, F, CKK, cols, P, w, CKK, y, P, true);
+        }
       }
     }
 
     template <class Ctx>
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
-      T* cols = c.scratch;
+      auto* cols = unfolded<typename Ctx::activation>(c);
       T* dcols = c.scratch + CKK * P;
-      const T* w = c.template param<weight_tag>();
+      const auto* w = c.template gemm_param<weight_tag>();
       T* dw = c.template grad<weight_tag>();
       T* db = c.template grad<bias_tag>();
       for (std::size_t s = 0; s < Ctx::batch; ++s) {
@@ -172,6 +184,16 @@ struct conv2d {
     }
 
    private:
+    /// Where the unfolded input goes: the first CKK·P scalars of the scratch
+    /// (as bf16, the first half of them).
+    template <class A, class Ctx>
+    static A* unfolded(const Ctx& c) {
+      if constexpr (std::is_same_v<A, typename Ctx::scalar>) {
+        return c.scratch;
+      } else {
+        return reinterpret_cast<A*>(c.scratch);
+      }
+    }
     /// The input columns q = j·Stride + v − pad, for output columns j in
     /// [first, last), that fall inside the image (the rest are padding).
     static constexpr std::ptrdiff_t first_inside(std::size_t v) {
@@ -204,7 +226,7 @@ struct conv2d {
               T* out = col + i * Wo;
               const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
               if (r < 0 || r >= static_cast<std::ptrdiff_t>(H)) {
-                for (std::size_t j = 0; j < Wo; ++j) out[j] = T(0);
+                for (std::size_t j = 0; j < Wo; ++j) out[j] = T{};
                 continue;
               }
               const T* row = x + (ch * H + static_cast<std::size_t>(r)) * W;
@@ -213,9 +235,9 @@ struct conv2d {
                 detail::copy_window(row, tap_shift(v), j0, j1, static_cast<std::ptrdiff_t>(Wo), out);
               } else {
                 std::ptrdiff_t j = 0;
-                for (; j < j0; ++j) out[j] = T(0);
+                for (; j < j0; ++j) out[j] = T{};
                 for (; j < j1; ++j) out[j] = row[j * static_cast<std::ptrdiff_t>(Stride) + tap_shift(v)];
-                for (; j < static_cast<std::ptrdiff_t>(Wo); ++j) out[j] = T(0);
+                for (; j < static_cast<std::ptrdiff_t>(Wo); ++j) out[j] = T{};
               }
             }
           }

@@ -30,6 +30,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -83,6 +84,8 @@ struct dense {
     /// An untied dense layer owns its parameters: backward may write their
     /// gradients rather than add to zeros (see layer_context).
     static constexpr bool overwrites_gradients = std::is_same_v<tie, detail::untied<detail::auto_tag<Position, 0>>>;
+    /// Under precision<bf16> it reads and writes bf16 activations (kiln/layer.hpp).
+    static constexpr bool bf16_activations = true;
     using weight_tag = typename tie::tag;
     using bias_tag = detail::auto_tag<Position, 1>;
     using weight_shape = std::conditional_t<transposed, shape<in, units>, shape<units, in>>;
@@ -113,24 +116,34 @@ struct dense {
     static void forward(const Ctx& c) {
       using T = typename Ctx::scalar;
       constexpr std::size_t B = Ctx::batch;
-      if constexpr (has_bias) {
-        Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>> b(c.template param<bias_tag>(), Units);
-        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> y(c.y, Units, B);
-        y.colwise() = b;
-      }
-      const T* w = c.template param<weight_tag>();
-      if constexpr (transposed) {
-        c.gemm->template run<false, false>(Units, B, in, w, Units, c.x, in, c.y, Units, has_bias);
+      const auto* w = c.template gemm_param<weight_tag>();
+      // bf16 activations: the product accumulates in f32 (ctx.wide), then
+      // the bias is added as it is rounded into y.
+      T* y;
+      if constexpr (Ctx::bf16_activations) {
+        y = c.wide;
       } else {
-        c.gemm->template run<true, false>(Units, B, in, w, in, c.x, in, c.y, Units, has_bias);
+        y = c.y;
+        if constexpr (has_bias) {
+          Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>> b(c.template param<bias_tag>(), Units);
+          Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>(y, Units, B).colwise() = b;
+        }
       }
+      constexpr bool add = has_bias && !Ctx::bf16_activations;
+      if constexpr (transposed) {
+        c.gemm->template run<false, false>(Units, B, in, w, Units, c.x, in, y, Units, add);
+      } else {
+        c.gemm->template run<true, false>(Units, B, in, w, in, c.x, in, y, Units, add);
+      }
+      if constexpr (Ctx::bf16_activations)
+        detail::narrow_columns(y, Units, B, has_bias ? c.template param<bias_tag>() : nullptr, c.y);
     }
 
     template <class Ctx>
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
       constexpr std::size_t B = Ctx::batch;
-      const T* w = c.template param<weight_tag>();
+      const auto* w = c.template gemm_param<weight_tag>();
       T* dw = c.template grad<weight_tag>();
       const bool add = !c.overwrite_gradients;
       if constexpr (transposed) {

@@ -19,6 +19,7 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -26,6 +27,8 @@
 #include <fmt/format.h>
 #include <boost/hana/tuple.hpp>
 
+#include <kiln/bf16.hpp>
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/pool2x2.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -69,6 +72,10 @@ struct pool_layer {
 
     using output_shape = shape<C, Ho, Wo>;
     static constexpr auto parameters = boost::hana::tuple_t<>;
+    /// Under precision<bf16> it reads and writes bf16 activations: a plane
+    /// at a time widened to f32 (on the stack, up to 64 × 64), or value by
+    /// value for larger planes.
+    static constexpr bool bf16_activations = true;
 
     /// 2 × 2 windows of stride 2 in float take the vector kernels (detail/pool2x2.hpp).
     template <class T>
@@ -83,31 +90,16 @@ struct pool_layer {
     template <class Ctx>
     static void forward(const Ctx& c) {
       using T = typename Ctx::scalar;
-#if defined(__AVX512F__)
-      if constexpr (vectorised<T>) {
+      if constexpr (Ctx::bf16_activations && H * W <= staged_plane) {
+        alignas(64) T xs[H * W], ys[Ho * Wo];
+        for (std::size_t plane = 0; plane < Ctx::batch * C; ++plane) {
+          detail::widen(c.x + plane * H * W, H * W, xs);
+          forward_plane(xs, ys);
+          detail::narrow(ys, Ho * Wo, c.y + plane * Ho * Wo);
+        }
+      } else {
         for (std::size_t plane = 0; plane < Ctx::batch * C; ++plane)
-          detail::avx512::pool2x2_forward<Max>(c.x + plane * H * W, H, W, c.y + plane * Ho * Wo);
-        return;
-      }
-#endif
-      for (std::size_t plane = 0; plane < Ctx::batch * C; ++plane) {
-        const T* x = c.x + plane * H * W;
-        T* y = c.y + plane * Ho * Wo;
-        for (std::size_t i = 0; i < Ho; ++i)
-          for (std::size_t j = 0; j < Wo; ++j) {
-            const T* corner = x + i * Stride * W + j * Stride;
-            T acc = Max ? corner[0] : T(0);
-            for (std::size_t u = 0; u < Window; ++u)
-              for (std::size_t v = 0; v < Window; ++v) {
-                const T value = corner[u * W + v];
-                if constexpr (Max) {
-                  acc = value > acc || value != value ? value : acc;  // (a NaN propagates)
-                } else {
-                  acc += value;
-                }
-              }
-            y[i * Wo + j] = Max ? acc : acc / T(Window * Window);
-          }
+          forward_plane(c.x + plane * H * W, c.y + plane * Ho * Wo);
       }
     }
 
@@ -115,19 +107,71 @@ struct pool_layer {
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
       if (!c.dx) return;
-#if defined(__AVX512F__)
-      if constexpr (vectorised<T>) {
+      if constexpr (Ctx::bf16_activations && H * W <= staged_plane) {
+        alignas(64) T xs[H * W], ys[Ho * Wo];
+        for (std::size_t plane = 0; plane < Ctx::batch * C; ++plane) {
+          detail::widen(c.x + plane * H * W, H * W, xs);
+          detail::widen(c.y + plane * Ho * Wo, Ho * Wo, ys);
+          backward_plane(xs, ys, c.dy + plane * Ho * Wo, c.dx + plane * H * W);
+        }
+      } else {
         for (std::size_t plane = 0; plane < Ctx::batch * C; ++plane)
-          detail::avx512::pool2x2_backward<Max>(c.x + plane * H * W, c.y + plane * Ho * Wo, c.dy + plane * Ho * Wo, H,
-                                                W, c.dx + plane * H * W);
+          backward_plane(c.x + plane * H * W, c.y + plane * Ho * Wo, c.dy + plane * Ho * Wo, c.dx + plane * H * W);
+      }
+    }
+
+   private:
+    static constexpr std::size_t staged_plane = 64 * 64;
+    static float value_of(bf16 v) { return static_cast<float>(v); }
+    template <class T>
+    static T value_of(T v) {
+      return v;
+    }
+    template <class T>
+    static void store(T v, T* at) {
+      *at = v;
+    }
+    static void store(float v, bf16* at) { *at = bf16::from(v); }
+
+    /// One plane: x is H × W, y Ho × Wo (X, Y: the scalar, or bf16 storage).
+    template <class X, class Y>
+    static void forward_plane(const X* x, Y* y) {
+      using T = decltype(value_of(*x));
+#if defined(__AVX512F__)
+      if constexpr (vectorised<T> && std::is_same_v<X, T> && std::is_same_v<Y, T>) {
+        detail::avx512::pool2x2_forward<Max>(x, H, W, y);
         return;
       }
 #endif
-      for (std::size_t plane = 0; plane < Ctx::batch * C; ++plane) {
-        const T* x = c.x + plane * H * W;
-        const T* y = c.y + plane * Ho * Wo;
-        const T* dy = c.dy + plane * Ho * Wo;
-        T* dx = c.dx + plane * H * W;
+      {
+        for (std::size_t i = 0; i < Ho; ++i)
+          for (std::size_t j = 0; j < Wo; ++j) {
+            const X* corner = x + i * Stride * W + j * Stride;
+            T acc = Max ? value_of(corner[0]) : T(0);
+            for (std::size_t u = 0; u < Window; ++u)
+              for (std::size_t v = 0; v < Window; ++v) {
+                const T value = value_of(corner[u * W + v]);
+                if constexpr (Max) {
+                  acc = value > acc || value != value ? value : acc;  // (a NaN propagates)
+                } else {
+                  acc += value;
+                }
+              }
+            store(Max ? acc : acc / T(Window * Window), y + i * Wo + j);
+          }
+      }
+    }
+
+    /// One plane's input gradient dx (H × W) from dy (Ho × Wo).
+    template <class X, class T>
+    static void backward_plane(const X* x, const X* y, const T* dy, T* dx) {
+#if defined(__AVX512F__)
+      if constexpr (vectorised<T> && std::is_same_v<X, T>) {
+        detail::avx512::pool2x2_backward<Max>(x, y, dy, H, W, dx);
+        return;
+      }
+#endif
+      {
         std::fill_n(dx, H * W, T(0));
         for (std::size_t i = 0; i < Ho; ++i)
           for (std::size_t j = 0; j < Wo; ++j) {
@@ -137,7 +181,7 @@ struct pool_layer {
               bool sent = false;
               for (std::size_t u = 0; u < Window && !sent; ++u)
                 for (std::size_t v = 0; v < Window && !sent; ++v)
-                  if (x[corner + u * W + v] == y[i * Wo + j]) {
+                  if (value_of(x[corner + u * W + v]) == value_of(y[i * Wo + j])) {
                     dx[corner + u * W + v] += g;
                     sent = true;
                   }

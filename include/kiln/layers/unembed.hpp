@@ -89,14 +89,15 @@ struct unembed {
     template <class Ctx>
     static void forward(const Ctx& c) {
       constexpr std::size_t n = rows * Ctx::batch;
-      c.gemm->template run<true, false>(vocab, n, dim, c.template param<tag>(), dim, c.x, dim, c.y, vocab, false);
+      c.gemm->template run<true, false>(vocab, n, dim, c.template gemm_param<tag>(), dim, c.x, dim, c.y, vocab, false);
     }
     template <class Ctx>
     static void backward(const Ctx& c) {
       constexpr std::size_t n = rows * Ctx::batch;
       c.gemm->template run<false, true>(dim, vocab, n, c.x, dim, c.dy, vocab, c.template grad<tag>(), dim, true);
       if (c.dx)
-        c.gemm->template run<false, false>(dim, n, vocab, c.template param<tag>(), dim, c.dy, vocab, c.dx, dim, false);
+        c.gemm->template run<false, false>(dim, n, vocab, c.template gemm_param<tag>(), dim, c.dy, vocab, c.dx, dim,
+                                           false);
     }
   };
 };
