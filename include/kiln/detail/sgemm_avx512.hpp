@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/avx512.hpp>
@@ -312,12 +313,26 @@ void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, 
 // into an f32 lane: a zmm of A is 16 rows × 2 depths, a B broadcast is one
 // column's pair. An odd depth is padded with a zero.
 
-/// Interleaves lo[i], hi[i] as bf16 pairs: lane i = (bf16(hi[i]) << 16) | bf16(lo[i]).
-inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
-  const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lo in 0…15, hi in 16…31
+/// 16 bf16 values in 16-bit lanes 0…15 and 16 more in 16…31, as pairs:
+/// 32-bit lane i = (lane 16 + i) << 16 | lane i.
+inline __m512i interleave_halves(__m512i both) {
   const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
                                          5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(order, both);
+}
+/// Interleaves lo[i], hi[i] as bf16 pairs: lane i = (bf16(hi[i]) << 16) | bf16(lo[i]).
+inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
+  return interleave_halves(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));  // lo in 0…15, hi in 16…31
+}
+/// The same from 16 consecutive operand values at lo and 16 at hi: rounded
+/// from f32, or (bf16 operands) moved as they are.
+inline __m512i bf16_pairs(const float* lo, const float* hi) {
+  return bf16_pairs(_mm512_loadu_ps(lo), _mm512_loadu_ps(hi));
+}
+inline __m512i bf16_pairs(const kiln::bf16* lo, const kiln::bf16* hi) {
+  const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo));
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi));
+  return interleave_halves(_mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1));
 }
 
 /// Converts depths [0, depth) of one f32 panel packed by pack_a / pack_b
@@ -358,8 +373,16 @@ inline void pack_a_bf16(const Src* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std
       for (; 2 * q + 1 < kc; ++q)
         for (std::ptrdiff_t h = 0; h < MR; h += 16) {
           const Src* col = a + i0 + h + 2 * q * lda;
-          _mm512_store_si512(out + (q * MR + h) * 2, bf16_pairs(load16(col), load16(col + lda)));
+          _mm512_store_si512(out + (q * MR + h) * 2, bf16_pairs(col, col + lda));
         }
+    } else if (TransA && rows == MR && std::is_same_v<Src, kiln::bf16> && lda % 2 == 0 &&
+               reinterpret_cast<std::uintptr_t>(a) % 4 == 0) {
+      // bf16 rows, contiguous in depth: a row's pair q is its 32-bit word q,
+      // so a panel is the transpose of 16 rows × 16 words, as for floats.
+      for (; 2 * q + 32 <= kc; q += 16)
+        for (std::ptrdiff_t h = 0; h < MR; h += 16)
+          transpose_16x16(reinterpret_cast<const float*>(a + 2 * q + (i0 + h) * lda), lda / 2,
+                          reinterpret_cast<float*>(out) + q * MR + h, MR);
     } else if (TransA && rows == MR) {
       for (; 2 * q + 16 <= kc; q += 8)  // 16 depths at a time, through a transpose
         for (std::ptrdiff_t h = 0; h < MR; h += 16) {
