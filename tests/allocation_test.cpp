@@ -112,8 +112,9 @@ TEST(allocation, wide_layers_step_allocates_nothing) {
   // Large enough that Eigen's own product API would allocate packing space.
   expect_allocation_free_steps<model<input<2048>, dense<1024>, kiln::tanh, dense<10, no_bias>>, batch<256>>();
 }
-TEST(allocation, replicated_train_step_allocates_nothing) {
-  auto p = compile<model<input<784>, dense<256>, relu, dense<10>>, batch<32>, replicate<2>>(1);
+template <class... Precision>
+void expect_allocation_free_replicated_steps() {
+  auto p = compile<model<input<784>, dense<256>, relu, dense<10>>, batch<32>, replicate<2>, Precision...>(1);
   sgd o{.lr = 0.01f, .momentum = 0.9f};
   sgd::state<float> s(p.parameters().size());
   std::vector<std::uint32_t> t(64, 3);
@@ -126,6 +127,17 @@ TEST(allocation, replicated_train_step_allocates_nothing) {
     p.evaluate(t, 40);
   }
   EXPECT_EQ(allocations - before, 0) << "allocations during 5 replicated steps";
+}
+TEST(allocation, replicated_train_step_allocates_nothing) { expect_allocation_free_replicated_steps<>(); }
+TEST(allocation, bf16_steps_allocate_nothing) {
+  // bf16 activations, the step's weight copy, and the widened room of the
+  // layers that compute in f32 (batch_norm, dropout) are all planned ahead.
+  expect_allocation_free_steps<model<input<28, 28>, flatten, dense<256>, relu, dense<128>, relu, dense<10>>, batch<64>,
+                               precision<bf16>>();
+  expect_allocation_free_steps<
+      model<input<1, 12, 12>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, flatten, dropout<0.25>, dense<10>>,
+      batch<16>, precision<bf16>>();
+  expect_allocation_free_replicated_steps<precision<bf16>>();
 }
 TEST(allocation, cnn_with_batch_norm_and_dropout_step_allocates_nothing) {
   expect_allocation_free_steps<

@@ -181,6 +181,26 @@ TEST(bf16, the_weights_copy_follows_every_change_to_the_parameters) {
   EXPECT_TRUE(std::equal(fresh.output().begin(), fresh.output().end(), p.output().begin()));
 }
 
+TEST(bf16, replicas_compute_what_one_program_computes) {
+  // replicate<2> × 4 samples against one program of 8: the same outputs bit
+  // for bit (each sample's column is computed alike), and the same gradient
+  // up to the order of the replicas' sums.
+  auto one = compile<mlp, batch<8>, precision<bf16>>(6);
+  auto two = compile<mlp, batch<4>, replicate<2>, precision<bf16>>(6);
+  rng g(7);
+  for (std::size_t i = 0; i < one.input().size(); ++i)
+    one.input()[i] = two.input()[i] = static_cast<float>(g.uniform(-1, 1));
+  std::vector<std::uint32_t> labels(8);
+  for (auto& l : labels) l = static_cast<std::uint32_t>(g.below(3));
+  one.forward();
+  two.forward();
+  EXPECT_TRUE(std::equal(one.output().begin(), one.output().end(), two.output().begin()));
+  one.backward(labels);
+  two.backward(labels);
+  for (std::size_t i = 0; i < one.gradients().size(); ++i)
+    ASSERT_NEAR(two.gradients()[i], one.gradients()[i], 1e-6 + 1e-5 * std::abs(one.gradients()[i])) << i;
+}
+
 /// One forward and backward of M in bf16 against the same in f32 (same
 /// seed and data): the losses within `tolerance` relative, and the gradient
 /// vectors within `tolerance` in relative L2 norm. Inputs are token ids
@@ -221,6 +241,8 @@ TEST(bf16, every_kind_of_layer_runs_on_bf16_activations) {
   // 300 token ids: ids above 256 are not bf16 values, so the input must reach the embedding unrounded
   using lm = model<input_tokens<6>, embedding<300, 16, tied<tokens>>, position_embedding, transformer_block<2, 24>,
                    residual<position_wise<dense<16>>, gelu>, layer_norm, unembed<tied<tokens>>>;
+  // the layers inside the transformer block and the residual store theirs in bf16 too
+  static_assert(lm::memory_plan<4, bf16>::saved_bytes < lm::memory_plan<4>::saved_bytes * 3 / 4);
   expect_bf16_tracks_f32<lm>(300, 300, 0.05);
 }
 

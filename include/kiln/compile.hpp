@@ -647,44 +647,16 @@ class program {
     return grad_slot(r, 2) + plan::scratch_elements + plan::saved_elements;
   }
 
-  /// The context of a layer that takes the program's activations (all of
-  /// them, unless the program is bf16), and of one that computes in f32 on
-  /// widened copies of its bf16 input and output.
+  /// A layer's context: activations as the program stores them (bf16 under
+  /// precision<bf16>; detail::forward_stored runs a layer that computes in
+  /// f32 on widened copies), weights as GEMMs read them.
   using context = detail::layer_context<T, B, layout, state_layout, activation_type, activation_type>;
-  using f32_context = detail::layer_context<T, B, layout, state_layout, T, activation_type>;
 
   context make_context(std::size_t r, std::size_t k) const noexcept {
-    auto c = common_context<context>(r, k);
+    context c;
+    if constexpr (Bf16Gemm) c.wg = gemm_weights_.get();
     c.x = activation(r, k - 1);
     c.y = activation(r, k);
-    return c;
-  }
-
-  /// bf16, a layer without bf16_activations: x and y are f32 copies in the
-  /// widened room (x read from the f32 input directly when it is the
-  /// input); in backward, y is widened too.
-  template <std::size_t I>
-  f32_context widened_context(std::size_t r, bool for_backward) const noexcept {
-    using L = typename Model::template layer<I>;
-    constexpr std::size_t in = L::input_shape::size * B, out = L::output_shape::size * B;
-    auto c = common_context<f32_context>(r, I + 1);
-    T* room = widened_room(r);
-    if (plan::slot[I] == plan::slot[0]) {
-      c.x = input_.get() + r * B * input_size;
-    } else {
-      detail::widen(activation(r, I), in, room);
-      c.x = room;
-    }
-    T* y = room + detail::round_up(in, detail::parameter_alignment);
-    if (for_backward) detail::widen(activation(r, I + 1), out, y);
-    c.y = y;
-    return c;
-  }
-
-  template <class Ctx>
-  Ctx common_context(std::size_t r, std::size_t k) const noexcept {
-    Ctx c;
-    if constexpr (Bf16Gemm) c.wg = gemm_weights_.get();
     c.w = params_.get();
     c.dw = gradient_of(r);
     c.gemm = &replicas_[r].scratch;
@@ -699,6 +671,16 @@ class program {
     return c;
   }
 
+  /// bf16: the f32 input itself, for a first layer that computes in f32
+  /// (it reads the input unrounded); null otherwise.
+  template <std::size_t I>
+  const T* f32_input(std::size_t r) const noexcept {
+    if constexpr (Bf16Gemm && !input_in_bf16) {
+      if (plan::slot[I] == plan::slot[0]) return input_.get() + r * B * input_size;
+    }
+    return nullptr;
+  }
+
   void forward_replica(std::size_t r) {
     if constexpr (input_in_bf16) detail::narrow(input_.get() + r * B * input_size, B * input_size, activation(r, 0));
     [&]<std::size_t... I>(std::index_sequence<I...>) { (forward_layer<I>(r), ...); }
@@ -709,17 +691,9 @@ class program {
   template <std::size_t I>
   void forward_layer(std::size_t r) {
     using L = typename Model::template layer<I>;
-    if constexpr (L::is_view) {
-      return;
-    } else if constexpr (!Bf16Gemm || detail::takes_bf16_activations<L>()) {
-      context c = make_context(r, I + 1);
-      if constexpr (Bf16Gemm) c.wide = grad_slot(r, 0);  // (the gradient slots are free during forward)
-      L::forward(c);
-    } else {
-      const f32_context c = widened_context<I>(r, false);
-      L::forward(c);
-      detail::narrow(c.y, L::output_shape::size * B, activation(r, I + 1));
-    }
+    // (bf16: a layer that takes bf16 accumulates in gradient slot 0, free during forward)
+    if constexpr (!L::is_view)
+      detail::forward_stored<L>(make_context(r, I + 1), widened_room(r), grad_slot(r, 0), f32_input<I>(r));
   }
 
   /// bf16: replica r's share of the parameters rounded into the GEMMs' copy,
@@ -822,20 +796,14 @@ class program {
   void backward_layer(std::size_t r, int& current) {
     using L = typename Model::template layer<I>;
     if constexpr (!L::is_view) {
-      auto c = [&] {
-        if constexpr (!Bf16Gemm || detail::takes_bf16_activations<L>()) {
-          return make_context(r, I + 1);
-        } else {
-          return widened_context<I>(r, true);
-        }
-      }();
+      context c = make_context(r, I + 1);
       c.overwrite_gradients = overwrites_gradients<L>();
       c.dy = grad_slot(r, current);
       if constexpr (input_gradient_needed<I>()) {
         c.dx = grad_slot(r, 1 - current);
         current = 1 - current;
       }
-      L::backward(c);
+      detail::backward_stored<L>(c, widened_room(r), f32_input<I>(r));
     }
   }
 

@@ -243,7 +243,7 @@ struct model {
     static constexpr std::size_t scratch_elements = [] {
       std::size_t m = 0;
       boost::hana::for_each(layers,
-                            [&](auto t) { m = std::max(m, detail::workspace_of<typename decltype(t)::type, B>()); });
+                            [&](auto t) { m = std::max(m, detail::workspace_of<typename decltype(t)::type, B, T>()); });
       return detail::round_up(m, alignment);
     }();
     static constexpr std::size_t scratch_bytes = scratch_elements * sizeof(scalar);
@@ -254,7 +254,7 @@ struct model {
       std::size_t at = 0, k = 0;
       boost::hana::for_each(layers, [&](auto t) {
         off[k++] = at;
-        at += detail::round_up(detail::saved_of<typename decltype(t)::type, B>(), alignment);
+        at += detail::round_up(detail::saved_of<typename decltype(t)::type, B, T>(), alignment);
       });
       off[layer_count] = at;
       return off;
@@ -267,14 +267,8 @@ struct model {
     /// widened copies; 0 when every layer takes bf16.
     static constexpr std::size_t widened_elements = [] {
       std::size_t m = 0;
-      if constexpr (bf16_activations) {
-        boost::hana::for_each(layers, [&](auto t) {
-          using L = typename decltype(t)::type;
-          if (!L::is_view && !detail::takes_bf16_activations<L>())
-            m = std::max(m, detail::round_up(L::input_shape::size * B, alignment) +
-                                detail::round_up(L::output_shape::size * B, alignment));
-        });
-      }
+      boost::hana::for_each(
+          layers, [&](auto t) { m = std::max(m, detail::widened_room_of<typename decltype(t)::type, B, T>()); });
       return m;
     }();
     static constexpr std::size_t widened_bytes = widened_elements * sizeof(scalar);

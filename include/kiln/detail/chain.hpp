@@ -30,6 +30,8 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include <kiln/bf16.hpp>
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/parameter_layout.hpp>
 #include <kiln/detail/type_name.hpp>
@@ -198,29 +200,111 @@ constexpr bool takes_bf16_activations() {
   }
 }
 
-/// Elements a bound layer keeps from forward to backward / borrows while it runs.
-template <class L, std::size_t B>
+/// Elements a bound layer keeps from forward to backward / borrows while it
+/// runs, for a batch of B with activations stored as A. (A layer whose
+/// needs depend on how activations are stored declares `saved<B, A>` /
+/// `workspace<B, A>`; most declare `saved<B>` / `workspace<B>`.)
+template <class L, std::size_t B, class A = float>
 constexpr std::size_t saved_of() {
-  if constexpr (requires { L::template saved<B>; }) {
+  if constexpr (requires { L::template saved<B, A>; }) {
+    return L::template saved<B, A>;
+  } else if constexpr (requires { L::template saved<B>; }) {
     return L::template saved<B>;
   } else {
     return 0;
   }
 }
-template <class L, std::size_t B>
+template <class L, std::size_t B, class A = float>
 constexpr std::size_t workspace_of() {
-  if constexpr (requires { L::template workspace<B>; }) {
+  if constexpr (requires { L::template workspace<B, A>; }) {
+    return L::template workspace<B, A>;
+  } else if constexpr (requires { L::template workspace<B>; }) {
     return L::template workspace<B>;
   } else {
     return 0;
   }
 }
 
+/// Scalars of the program's type that hold n activations stored as A (bf16:
+/// two to an f32).
+template <class A>
+constexpr std::size_t activation_units(std::size_t n) {
+  return std::is_same_v<A, bf16> ? (n + 1) / 2 : n;
+}
+
+/// f32 room to run bound layer L on a batch of B when activations are
+/// stored as A: its input and output widened, when A is bf16 and L does not
+/// take bf16 activations; else 0.
+template <class L, std::size_t B, class A>
+constexpr std::size_t widened_room_of() {
+  if constexpr (!std::is_same_v<A, bf16> || L::is_view || takes_bf16_activations<L>()) {
+    return 0;
+  } else {
+    return round_up(L::input_shape::size * B, parameter_alignment) +
+           round_up(L::output_shape::size * B, parameter_alignment);
+  }
+}
+
+/// L's context with f32 activations in `room` (widened_room_of<L> scalars):
+/// x widened from c.x, or `f32_input` itself when given (the program's
+/// input, which must not be rounded); y widened from c.y when `with_output`.
+template <class L, class Ctx>
+auto widened_context(const Ctx& c, typename Ctx::scalar* room, const typename Ctx::scalar* f32_input,
+                     bool with_output) {
+  using T = typename Ctx::scalar;
+  constexpr std::size_t in = L::input_shape::size * Ctx::batch, out = L::output_shape::size * Ctx::batch;
+  auto f = c.template with_activation<T>();
+  if (f32_input) {
+    f.x = f32_input;
+  } else {
+    widen(c.x, in, room);
+    f.x = room;
+  }
+  T* y = room + round_up(in, parameter_alignment);
+  if (with_output) widen(c.y, out, y);
+  f.y = y;
+  return f;
+}
+
+/// Runs bound layer L's forward on c, whatever the activations' storage.
+/// With bf16 activations, a layer that takes them gets `wide` (f32 room for
+/// its output) to accumulate in; any other runs on f32 copies in `room`
+/// (widened_room_of<L>) and its output is rounded into c.y.
+template <class L, class Ctx>
+void forward_stored(const Ctx& c, typename Ctx::scalar* room, typename Ctx::scalar* wide,
+                    const typename Ctx::scalar* f32_input = nullptr) {
+  if constexpr (!Ctx::bf16_activations) {
+    L::forward(c);
+  } else if constexpr (takes_bf16_activations<L>()) {
+    Ctx s = c;
+    s.wide = wide;
+    L::forward(s);
+  } else {
+    const auto f = widened_context<L>(c, room, f32_input, false);
+    L::forward(f);
+    narrow(f.y, L::output_shape::size * Ctx::batch, c.y);
+  }
+}
+/// Runs L's backward on c (the same storage rules as forward_stored).
+template <class L, class Ctx>
+void backward_stored(const Ctx& c, typename Ctx::scalar* room, const typename Ctx::scalar* f32_input = nullptr) {
+  if constexpr (!Ctx::bf16_activations || takes_bf16_activations<L>()) {
+    L::backward(c);
+  } else {
+    L::backward(widened_context<L>(c, room, f32_input, true));
+  }
+}
+
 /// Specs... bound one after another from input In, run as one: the body of
 /// a layer that contains layers. Its memory, all inside the containing
-/// layer's `saved` (kept) and `workspace` (borrowed) elements:
+/// layer's `saved` (kept) and `workspace` (borrowed) elements, for
+/// activations stored as A (bf16 outputs take half the room):
 ///   saved     = [output of each computing layer | each layer's own saved]
-///   workspace = [two gradient buffers | the largest workspace of a layer]
+///   workspace = [two gradient buffers | the largest workspace of a layer |
+///                under bf16, the widened room of the layers that compute
+///                in f32]
+/// During forward the gradient buffers are free: the layers that take bf16
+/// accumulate their outputs there (ctx.wide).
 template <class Declared, Shape In, std::size_t Position, class... Specs>
 struct sub_chain {
   using bound = bind_chain<Declared, In, Position, hana::basic_tuple<>, Specs...>;
@@ -235,7 +319,7 @@ struct sub_chain {
   static constexpr auto parameters = collect_parameters<as_layer_t<Specs>...>(layers);
   static constexpr auto state = collect_state(layers);
 
-  template <std::size_t B>
+  template <std::size_t B, class A = float>
   struct plan {
     /// Layer k's output is stored at index store[k] (its own, or that of the
     /// layer it views; −1: the chain's input).
@@ -255,7 +339,7 @@ struct sub_chain {
       hana::for_each(layers, [&](auto t) {
         using L = typename decltype(t)::type;
         o[k++] = at;
-        if (!L::is_view) at += round_up(L::output_shape::size * B, parameter_alignment);
+        if (!L::is_view) at += round_up(activation_units<A>(L::output_shape::size * B), parameter_alignment);
       });
       o[count] = at;
       return o;
@@ -266,7 +350,7 @@ struct sub_chain {
       std::size_t at = activation_elements, k = 0;
       hana::for_each(layers, [&](auto t) {
         o[k++] = at;
-        at += round_up(saved_of<typename decltype(t)::type, B>(), parameter_alignment);
+        at += round_up(saved_of<typename decltype(t)::type, B, A>(), parameter_alignment);
       });
       o[count] = at;
       return o;
@@ -277,11 +361,18 @@ struct sub_chain {
       hana::for_each(layers, [&](auto t) { m = std::max(m, decltype(t)::type::output_shape::size); });
       return round_up(m * B, parameter_alignment);
     }();
-    static constexpr std::size_t workspace_elements = [] {
+    /// The largest workspace of a contained layer, then the widened room.
+    static constexpr std::size_t layer_workspace_elements = [] {
       std::size_t m = 0;
-      hana::for_each(layers, [&](auto t) { m = std::max(m, workspace_of<typename decltype(t)::type, B>()); });
-      return 2 * slot_elements + m;
+      hana::for_each(layers, [&](auto t) { m = std::max(m, workspace_of<typename decltype(t)::type, B, A>()); });
+      return round_up(m, parameter_alignment);
     }();
+    static constexpr std::size_t widened_elements = [] {
+      std::size_t m = 0;
+      hana::for_each(layers, [&](auto t) { m = std::max(m, widened_room_of<typename decltype(t)::type, B, A>()); });
+      return m;
+    }();
+    static constexpr std::size_t workspace_elements = 2 * slot_elements + layer_workspace_elements + widened_elements;
   };
 
   template <std::size_t B, class T>
@@ -292,36 +383,55 @@ struct sub_chain {
     });
   }
 
+  template <class Ctx>
+  using plan_of = plan<Ctx::batch, typename Ctx::activation>;
+
+  /// Layer I's output, inside the chain's saved elements.
+  template <std::size_t I, class Ctx>
+  static typename Ctx::activation* stored_output(const Ctx& c) {
+    using A = typename Ctx::activation;
+    typename Ctx::scalar* at = c.saved + plan_of<Ctx>::output_offset[I];
+    if constexpr (std::is_same_v<A, typename Ctx::scalar>) {
+      return at;
+    } else {
+      return reinterpret_cast<A*>(at);
+    }
+  }
   /// Where layer I's output is (I = −1: the chain's input, c.x).
   template <int I, class Ctx>
-  static auto* output_of(const Ctx& c) {
-    using T = typename Ctx::scalar;
+  static const typename Ctx::activation* output_of(const Ctx& c) {
     if constexpr (I < 0) {
       return c.x;
     } else {
-      constexpr int s = plan<Ctx::batch>::store[I];
+      constexpr int s = plan_of<Ctx>::store[I];
       if constexpr (s < 0) {
         return c.x;
       } else {
-        return static_cast<const T*>(c.saved + plan<Ctx::batch>::output_offset[s]);
+        return stored_output<static_cast<std::size_t>(s)>(c);
       }
     }
   }
   /// The chain's output (inside the caller's saved elements).
   template <class Ctx>
-  static const typename Ctx::scalar* output(const Ctx& c) {
+  static const typename Ctx::activation* output(const Ctx& c) {
     return output_of<static_cast<int>(count) - 1>(c);
   }
 
   template <std::size_t I, class Ctx>
   static Ctx context_of(const Ctx& c) {
-    using P = plan<Ctx::batch>;
+    using P = plan_of<Ctx>;
     Ctx s = c;
     s.x = output_of<static_cast<int>(I) - 1>(c);
-    s.y = c.saved + P::output_offset[I];
+    s.y = stored_output<I>(c);
     s.saved = c.saved + P::saved_offset[I];
     s.scratch = c.scratch + 2 * P::slot_elements;
     return s;
+  }
+  /// bf16: the room in which contained layers that compute in f32 run.
+  template <class Ctx>
+  static typename Ctx::scalar* widened_room(const Ctx& c) {
+    using P = plan_of<Ctx>;
+    return c.scratch + 2 * P::slot_elements + P::layer_workspace_elements;
   }
 
   /// Runs the contents on c.x; c.saved and c.scratch are the chain's.
@@ -330,7 +440,9 @@ struct sub_chain {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (
           [&] {
-            if constexpr (!layer<I>::is_view) layer<I>::forward(context_of<I>(c));
+            if constexpr (!layer<I>::is_view)
+              forward_stored<layer<I>>(context_of<I>(c), widened_room(c),
+                                       /*wide: the free gradient buffers*/ c.scratch);
           }(),
           ...);
     }
@@ -366,9 +478,9 @@ struct sub_chain {
                 reached_input = true;
               } else {
                 current = current == 0 ? 1 : 0;
-                s.dx = c.scratch + static_cast<std::size_t>(current) * plan<Ctx::batch>::slot_elements;
+                s.dx = c.scratch + static_cast<std::size_t>(current) * plan_of<Ctx>::slot_elements;
               }
-              L::backward(s);
+              backward_stored<L>(s, widened_room(c));
               g = s.dx;
             }
           }(),
@@ -389,10 +501,13 @@ struct chain_layer {
   static constexpr std::size_t positions = 1 + Chain::positions;
   static constexpr auto parameters = Chain::parameters;
   static constexpr auto state = Chain::state;
-  template <std::size_t B>
-  static constexpr std::size_t saved = Chain::template plan<B>::saved_elements;
-  template <std::size_t B>
-  static constexpr std::size_t workspace = Chain::template plan<B>::workspace_elements;
+  template <std::size_t B, class A = float>
+  static constexpr std::size_t saved = Chain::template plan<B, A>::saved_elements;
+  template <std::size_t B, class A = float>
+  static constexpr std::size_t workspace = Chain::template plan<B, A>::workspace_elements;
+  /// Its contents' activations are stored as the program's are (bf16 under
+  /// precision<bf16>); those that compute in f32 run on widened copies.
+  static constexpr bool bf16_activations = true;
   template <std::size_t B, class T>
   static void reserve(gemm_scratch<T>& g) {
     Chain::template reserve<B, T>(g);

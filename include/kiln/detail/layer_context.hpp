@@ -86,13 +86,27 @@ struct layer_context {
   template <std::size_t Rows>
   layer_context<T, B * Rows, Layout, StateLayout, A, W> widen() const {
     layer_context<T, B * Rows, Layout, StateLayout, A, W> c;
-    c.x = x, c.y = y, c.dy = dy, c.dx = dx, c.w = w, c.dw = dw, c.wg = wg, c.gemm = gemm, c.scratch = scratch;
-    c.saved = saved;
-    c.st = st, c.wide = wide, c.overwrite_gradients = overwrite_gradients, c.training = training,
-    c.keeps_state = keeps_state;
-    c.seed = seed, c.step = step;
+    copy_all_but_activations(c);
+    c.x = x, c.y = y;
     c.first_sample = first_sample * Rows;
     return c;
+  }
+
+  /// The same views with activations of type A2 (x and y left null): the
+  /// f32 context of a layer that the program runs on widened copies.
+  template <class A2>
+  layer_context<T, B, Layout, StateLayout, A2, W> with_activation() const {
+    layer_context<T, B, Layout, StateLayout, A2, W> c;
+    copy_all_but_activations(c);
+    return c;
+  }
+
+ private:
+  template <class C>
+  void copy_all_but_activations(C& c) const {
+    c.dy = dy, c.dx = dx, c.w = w, c.dw = dw, c.wg = wg, c.gemm = gemm, c.scratch = scratch, c.saved = saved;
+    c.st = st, c.wide = wide, c.overwrite_gradients = overwrite_gradients, c.training = training;
+    c.keeps_state = keeps_state, c.seed = seed, c.step = step, c.first_sample = first_sample;
   }
 };
 

@@ -53,10 +53,12 @@ struct position_wise {
     static constexpr auto parameters = inner::parameters;
     static constexpr auto state = detail::state_of<inner>();
     static constexpr bool is_view = inner::is_view;
-    template <std::size_t B>
-    static constexpr std::size_t saved = detail::saved_of<inner, B * rows>();
-    template <std::size_t B>
-    static constexpr std::size_t workspace = detail::workspace_of<inner, B * rows>();
+    template <std::size_t B, class A = float>
+    static constexpr std::size_t saved = detail::saved_of<inner, B * rows, A>();
+    template <std::size_t B, class A = float>
+    static constexpr std::size_t workspace = detail::workspace_of<inner, B * rows, A>();
+    /// It takes bf16 activations when its layer does (they pass through).
+    static constexpr bool bf16_activations = detail::takes_bf16_activations<inner>();
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {
       if constexpr (requires { inner::template reserve<B * rows, T>(g); }) inner::template reserve<B * rows, T>(g);

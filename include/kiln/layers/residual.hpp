@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <string>
 
+#include <kiln/bf16.hpp>
 #include <kiln/detail/chain.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
@@ -59,7 +60,13 @@ struct residual {
       body::forward(c);
       if constexpr (std::is_same_v<typename body::output_shape, In>) {
         const auto* branch = body::output(c);
-        for (std::size_t i = 0; i < In::size * Ctx::batch; ++i) c.y[i] = c.x[i] + branch[i];
+        for (std::size_t i = 0; i < In::size * Ctx::batch; ++i) {
+          if constexpr (Ctx::bf16_activations) {  // (stored in bf16, added in f32)
+            c.y[i] = bf16::from(static_cast<float>(c.x[i]) + static_cast<float>(branch[i]));
+          } else {
+            c.y[i] = c.x[i] + branch[i];
+          }
+        }
       }
     }
     template <class Ctx>
