@@ -131,7 +131,8 @@ void expect_allocation_free_replicated_steps() {
 TEST(allocation, replicated_train_step_allocates_nothing) { expect_allocation_free_replicated_steps<>(); }
 TEST(allocation, bf16_steps_allocate_nothing) {
   // bf16 activations, the step's weight copy, and the widened room of the
-  // layers that compute in f32 (batch_norm, dropout) are all planned ahead.
+  // layers that compute in f32 (embeddings, layer_norm, attention) are all
+  // planned ahead.
   expect_allocation_free_steps<model<input<28, 28>, flatten, dense<256>, relu, dense<128>, relu, dense<10>>, batch<64>,
                                precision<bf16>>();
   expect_allocation_free_steps<
@@ -149,6 +150,11 @@ TEST(allocation, transformer_step_allocates_nothing) {
   expect_allocation_free_steps<model<input_tokens<16>, embedding<10, 32, tied<tokens>>, position_embedding,
                                      transformer_block<4>, layer_norm, unembed<tied<tokens>>>,
                                batch<8>>();
+}
+TEST(allocation, bf16_transformer_step_allocates_nothing) {
+  expect_allocation_free_steps<model<input_tokens<16>, embedding<10, 32, tied<tokens>>, position_embedding,
+                                     transformer_block<4>, layer_norm, unembed<tied<tokens>>>,
+                               batch<8>, precision<bf16>>();
 }
 TEST(allocation, double_precision_step_allocates_nothing) {
   expect_allocation_free_steps<model<input<300>, dense<200>, sigmoid, dense<10>>, batch<32>, precision<double>>();

@@ -39,6 +39,33 @@ TEST(bf16, rounds_to_nearest_even_and_keeps_nan) {
   EXPECT_EQ(bits_of(-std::numeric_limits<float>::quiet_NaN()) & 0x8000, 0x8000);  // sign kept
 }
 
+TEST(bf16, array_rounding_matches_the_scalar_rounding_at_every_position) {
+  // detail::narrow rounds whole arrays (the weights' copy, layer outputs):
+  // 16 at a time where the target has AVX512-BF16, tail included, so every
+  // position gives the same bits. The hardware flushes subnormals to zero;
+  // the scalar conversion keeps them (docs/precision.md).
+  std::vector<float> in = {1.0f + 0x1.0p-8f, -3.3f, 65504.0f, std::numeric_limits<float>::quiet_NaN(), 1e-39f, 0.0f};
+  std::vector<float> all;
+  for (int copy = 0; copy < 7; ++copy) all.insert(all.end(), in.begin(), in.end());  // 42 values: blocks and a tail
+  std::vector<bf16> out(all.size());
+  detail::narrow(all.data(), all.size(), out.data());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const std::size_t k = i % in.size();
+    EXPECT_EQ(out[i].bits, out[k].bits) << "position " << i;
+    if (std::isnan(all[i])) {
+      EXPECT_TRUE(std::isnan(static_cast<float>(out[i])));
+    } else if (all[i] != 1e-39f) {
+      EXPECT_EQ(out[i].bits, bf16::from(all[i]).bits) << all[i];
+    } else {
+#if defined(__AVX512BF16__)
+      EXPECT_EQ(out[i].bits, 0);
+#else
+      EXPECT_EQ(out[i].bits, bf16::from(all[i]).bits);
+#endif
+    }
+  }
+}
+
 /// C = op(A)·op(B) in bf16 mode against (1) a double reference of the
 /// bf16-rounded operands, which it must match to f32 accumulation error, and
 /// (2) the exact f32 operands, within the error bf16's 8-bit significand
@@ -230,20 +257,37 @@ void expect_bf16_tracks_f32(std::uint32_t classes, std::uint32_t vocab, double t
 
 struct tokens;
 TEST(bf16, every_kind_of_layer_runs_on_bf16_activations) {
-  // Layers that take bf16 (dense, conv2d, pooling, the element-wise
-  // activations) and layers the program runs on widened f32 copies
-  // (batch_norm, dropout, layer_norm, attention, embeddings, residual
-  // blocks) in one model each.
+  // Layers that take bf16 (dense, conv2d, pooling, batch_norm, dropout, the
+  // element-wise activations, residual and transformer blocks) and layers
+  // that run on widened f32 copies (embeddings, layer_norm, attention, at the
+  // top level and inside blocks), in one model each.
   using cnn = model<input<2, 10, 10>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, conv2d<6, 3, 2, 1>,
                     kiln::tanh, avg_pool<3, 1>, flatten, dense<12>, dropout<0.25>, sigmoid, dense<5>>;
-  static_assert(cnn::memory_plan<4, bf16>::widened_elements > 0, "batch_norm and dropout compute in f32");
+  static_assert(cnn::memory_plan<4, bf16>::widened_elements == 0, "every layer of this CNN takes bf16");
   expect_bf16_tracks_f32<cnn>(5, 0, 0.05);
   // 300 token ids: ids above 256 are not bf16 values, so the input must reach the embedding unrounded
   using lm = model<input_tokens<6>, embedding<300, 16, tied<tokens>>, position_embedding, transformer_block<2, 24>,
                    residual<position_wise<dense<16>>, gelu>, layer_norm, unembed<tied<tokens>>>;
   // the layers inside the transformer block and the residual store theirs in bf16 too
   static_assert(lm::memory_plan<4, bf16>::saved_bytes < lm::memory_plan<4>::saved_bytes * 3 / 4);
+  static_assert(lm::memory_plan<4, bf16>::widened_elements > 0, "embeddings and layer_norm compute in f32");
   expect_bf16_tracks_f32<lm>(300, 300, 0.05);
+}
+
+struct nested_tokens;
+struct encoder : model<input_tokens<4>, embedding<300, 8, tied<nested_tokens>>, position_embedding> {};
+TEST(bf16, token_ids_reach_an_embedding_inside_a_model_used_as_a_layer_unrounded) {
+  // The first layer is a model used as a layer, which takes bf16; its own
+  // first layer is an embedding, so the program keeps the input in f32 and
+  // runs that layer in f32 (ids 257 and 299 would round to 256 and 300).
+  using lm = model<input_tokens<4>, encoder, layer_norm, unembed<tied<nested_tokens>>>;
+  static_assert(!lm::memory_plan<4, bf16>::input_in_bf16);
+  static_assert(lm::memory_plan<4, bf16>::widened[0]);
+  expect_bf16_tracks_f32<lm>(300, 300, 0.05);
+  auto p = compile<lm, batch<1>, precision<bf16>>(1);
+  const float ids[4] = {257, 299, 3, 299};
+  std::copy(std::begin(ids), std::end(ids), p.input().begin());
+  EXPECT_NO_THROW(p.forward());
 }
 
 TEST(bf16, training_tracks_the_f32_loss_curve) {

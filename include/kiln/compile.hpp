@@ -472,32 +472,6 @@ class program {
                                                   plan::scratch_elements + plan::saved_elements +
                                                   plan::widened_elements;
 
-  /// The first layer that computes (not a view), or layer_count if none.
-  static constexpr std::size_t first_computing = [] {
-    std::size_t k = 0;
-    bool found = false;
-    boost::hana::for_each(Model::layers, [&](auto t) {
-      if (!found && !decltype(t)::type::is_view) {
-        found = true;
-      } else if (!found) {
-        ++k;
-      }
-    });
-    return k;
-  }();
-  /// bf16: the input is rounded into activation slot 0 when the first layer
-  /// that computes takes bf16 (otherwise that layer reads the f32 input as
-  /// it is: token ids, for instance, must not be rounded).
-  static constexpr bool input_in_bf16 = [] {
-    if constexpr (!Bf16Gemm) {
-      return false;
-    } else if constexpr (first_computing == layer_count) {
-      return true;
-    } else {
-      return detail::takes_bf16_activations<typename Model::template layer<first_computing>>();
-    }
-  }();
-
   explicit program(std::nullptr_t)
       : params_(detail::make_aligned<T>(layout::buffer_size)),
         state_(detail::make_aligned<T>(state_layout::buffer_size)),
@@ -675,14 +649,15 @@ class program {
   /// (it reads the input unrounded); null otherwise.
   template <std::size_t I>
   const T* f32_input(std::size_t r) const noexcept {
-    if constexpr (Bf16Gemm && !input_in_bf16) {
+    if constexpr (Bf16Gemm && !plan::input_in_bf16) {
       if (plan::slot[I] == plan::slot[0]) return input_.get() + r * B * input_size;
     }
     return nullptr;
   }
 
   void forward_replica(std::size_t r) {
-    if constexpr (input_in_bf16) detail::narrow(input_.get() + r * B * input_size, B * input_size, activation(r, 0));
+    if constexpr (plan::input_in_bf16)
+      detail::narrow(input_.get() + r * B * input_size, B * input_size, activation(r, 0));
     [&]<std::size_t... I>(std::index_sequence<I...>) { (forward_layer<I>(r), ...); }
     (std::make_index_sequence<layer_count>{});
     if constexpr (Bf16Gemm)

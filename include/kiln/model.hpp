@@ -193,6 +193,56 @@ struct model {
     /// Parameters, gradients, scratch and saved values: f32 under bf16.
     using scalar = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
     static constexpr bool bf16_activations = std::is_same_v<T, bf16>;
+    /// The first layer that computes (layer_count when none does).
+    static constexpr std::size_t first_computing = [] {
+      std::size_t k = 0;
+      bool found = false;
+      boost::hana::for_each(layers, [&](auto t) {
+        if (!found && !decltype(t)::type::is_view) {
+          found = true;
+        } else if (!found) {
+          ++k;
+        }
+      });
+      return k;
+    }();
+    /// bf16: the input is rounded into slot 0 when the first layer that
+    /// computes may have it rounded (detail::takes_bf16_input); otherwise
+    /// that layer runs in f32 on the input as it is (token ids must stay
+    /// exact, even for an embedding inside a model used as a layer).
+    static constexpr bool input_in_bf16 = [] {
+      if constexpr (!bf16_activations) {
+        return false;
+      } else if constexpr (first_computing == layer_count) {
+        return true;
+      } else {
+        return detail::takes_bf16_input<layer<first_computing>>();
+      }
+    }();
+    /// bf16: layer k (0-based) computes in f32 on widened copies of its
+    /// input and output (it does not take bf16, or it is the first layer and
+    /// the input stays f32).
+    static constexpr std::array<bool, layer_count + 1> widened = [] {
+      std::array<bool, layer_count + 1> w{};
+      std::size_t k = 0;
+      boost::hana::for_each(layers, [&](auto t) {
+        using L = typename decltype(t)::type;
+        w[k] = bf16_activations && !L::is_view &&
+               (!detail::takes_bf16_activations<L>() || (k == first_computing && !input_in_bf16));
+        ++k;
+      });
+      return w;
+    }();
+    /// A layer's saved and workspace elements, as it runs (in f32 when widened).
+    template <class L>
+    static constexpr std::size_t saved_of(bool in_f32) {
+      return in_f32 ? detail::saved_of<L, B, scalar>() : detail::saved_of<L, B, T>();
+    }
+    template <class L>
+    static constexpr std::size_t workspace_of(bool in_f32) {
+      return in_f32 ? detail::workspace_of<L, B, scalar>() : detail::workspace_of<L, B, T>();
+    }
+
     /// Element sizes of each slot: slot 0 is the input, slot k the output of
     /// layer k; a view layer (flatten) shares its input's slot.
     static constexpr std::array<std::size_t, layer_count + 1> slot = [] {
@@ -241,9 +291,11 @@ struct model {
     /// convolution's unfolded input): the largest any layer asks for, shared
     /// since layers run one after another.
     static constexpr std::size_t scratch_elements = [] {
-      std::size_t m = 0;
-      boost::hana::for_each(layers,
-                            [&](auto t) { m = std::max(m, detail::workspace_of<typename decltype(t)::type, B, T>()); });
+      std::size_t m = 0, k = 0;
+      boost::hana::for_each(layers, [&](auto t) {
+        m = std::max(m, workspace_of<typename decltype(t)::type>(widened[k]));
+        ++k;
+      });
       return detail::round_up(m, alignment);
     }();
     static constexpr std::size_t scratch_bytes = scratch_elements * sizeof(scalar);
@@ -253,8 +305,9 @@ struct model {
       std::array<std::size_t, layer_count + 1> off{};
       std::size_t at = 0, k = 0;
       boost::hana::for_each(layers, [&](auto t) {
-        off[k++] = at;
-        at += detail::round_up(detail::saved_of<typename decltype(t)::type, B, T>(), alignment);
+        off[k] = at;
+        at += detail::round_up(saved_of<typename decltype(t)::type>(widened[k]), alignment);
+        ++k;
       });
       off[layer_count] = at;
       return off;
@@ -266,9 +319,14 @@ struct model {
     /// that computes in f32 (one without `bf16_activations`), which runs on
     /// widened copies; 0 when every layer takes bf16.
     static constexpr std::size_t widened_elements = [] {
-      std::size_t m = 0;
-      boost::hana::for_each(
-          layers, [&](auto t) { m = std::max(m, detail::widened_room_of<typename decltype(t)::type, B, T>()); });
+      std::size_t m = 0, k = 0;
+      boost::hana::for_each(layers, [&](auto t) {
+        using L = typename decltype(t)::type;
+        if (widened[k])
+          m = std::max(m, detail::round_up(L::input_shape::size * B, alignment) +
+                              detail::round_up(L::output_shape::size * B, alignment));
+        ++k;
+      });
       return m;
     }();
     static constexpr std::size_t widened_bytes = widened_elements * sizeof(scalar);

@@ -5,13 +5,17 @@
 // activations back to f32 for the layers that compute in f32. Rounding is
 // to nearest even with NaN kept a NaN (kiln::bf16::from); widening is exact.
 // AVX512-BF16 targets round 16 values per instruction (vcvtneps2bf16, which
-// rounds the same way); elsewhere the scalar conversion, which GCC vectorises.
+// rounds the same way, except that it flushes subnormal inputs, below
+// 2⁻¹²⁶ ≈ 1.2e-38 in magnitude, to zero; every element of an array, tail
+// included, is rounded by it there); elsewhere the scalar conversion.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/avx512.hpp>
@@ -20,16 +24,39 @@ KILN_AVX512_BEGIN
 
 namespace kiln::detail {
 
+/// An activation as arithmetic sees it: a bf16 widened to f32, anything
+/// else as it is.
+constexpr float value_of(bf16 v) noexcept { return static_cast<float>(v); }
+constexpr float value_of(float v) noexcept { return v; }
+constexpr double value_of(double v) noexcept { return v; }
+/// A result stored as an activation of type A (rounded to nearest even into bf16).
+template <class A, class T>
+constexpr A stored_as(T v) noexcept {
+  if constexpr (std::is_same_v<A, bf16>) {
+    return bf16::from(static_cast<float>(v));
+  } else {
+    return static_cast<A>(v);
+  }
+}
+
+#if defined(__AVX512BF16__)
+/// out[l] = bf16(in[l] + bias[l]) for the `count` (≤ 16) first lanes.
+inline void narrow16(const float* in, __m512 bias, std::size_t count, bf16* out) noexcept {
+  const __mmask16 m = avx512::lanes(static_cast<std::ptrdiff_t>(count));
+  const __m512i rounded = _mm512_castsi256_si512(
+      reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_add_ps(_mm512_maskz_loadu_ps(m, in), bias))));
+  _mm512_mask_storeu_epi16(out, static_cast<__mmask32>(m), rounded);  // (16-bit lanes, AVX-512BW)
+}
+#endif
+
 /// out[i] = bf16(in[i] + bias) for i < n.
 inline void narrow(const float* in, std::size_t n, bf16* out, float bias = 0.0f) noexcept {
-  std::size_t i = 0;
 #if defined(__AVX512BF16__)
   const __m512 b = _mm512_set1_ps(bias);
-  for (const std::size_t whole = n - n % 16; i < whole; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_add_ps(_mm512_loadu_ps(in + i), b))));
+  for (std::size_t i = 0; i < n; i += 16) narrow16(in + i, b, std::min<std::size_t>(16, n - i), out + i);
+#else
+  for (std::size_t i = 0; i < n; ++i) out[i] = bf16::from(in[i] + bias);
 #endif
-  for (; i < n; ++i) out[i] = bf16::from(in[i] + bias);
 }
 
 /// out[i] = in[i] (exact) for i < n.
@@ -54,14 +81,15 @@ inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, 
       narrow(col, rows, o);
       continue;
     }
-    std::size_t i = 0;
 #if defined(__AVX512BF16__)
-    for (const std::size_t whole = rows - rows % 16; i < whole; i += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i),
-                          reinterpret_cast<__m256i>(
-                              _mm512_cvtneps_pbh(_mm512_add_ps(_mm512_loadu_ps(col + i), _mm512_loadu_ps(bias + i)))));
+    for (std::size_t i = 0; i < rows; i += 16) {
+      const std::size_t count = std::min<std::size_t>(16, rows - i);
+      narrow16(col + i, _mm512_maskz_loadu_ps(avx512::lanes(static_cast<std::ptrdiff_t>(count)), bias + i), count,
+               o + i);
+    }
+#else
+    for (std::size_t i = 0; i < rows; ++i) o[i] = bf16::from(col[i] + bias[i]);
 #endif
-    for (; i < rows; ++i) o[i] = bf16::from(col[i] + bias[i]);
   }
 }
 

@@ -232,6 +232,29 @@ constexpr std::size_t activation_units(std::size_t n) {
   return std::is_same_v<A, bf16> ? (n + 1) / 2 : n;
 }
 
+/// True when bound layer L, fed a program's input, may have it rounded to
+/// bf16: L takes bf16 activations and, if it is made of layers, so does the
+/// first of them that computes (recursively). An embedding, however deep,
+/// needs its token ids exact (ids above 256 are not bf16 values).
+template <class L>
+constexpr bool takes_bf16_input() {
+  if constexpr (!takes_bf16_activations<L>()) {
+    return false;
+  } else if constexpr (requires { L::chain::layers; }) {
+    bool found = false, takes = true;
+    hana::for_each(L::chain::layers, [&](auto t) {
+      using Inner = typename decltype(t)::type;
+      if (!found && !Inner::is_view) {
+        found = true;
+        takes = takes_bf16_input<Inner>();
+      }
+    });
+    return takes;
+  } else {
+    return true;
+  }
+}
+
 /// f32 room to run bound layer L on a batch of B when activations are
 /// stored as A: its input and output widened, when A is bf16 and L does not
 /// take bf16 activations; else 0.
@@ -269,17 +292,23 @@ auto widened_context(const Ctx& c, typename Ctx::scalar* room, const typename Ct
 /// Runs bound layer L's forward on c, whatever the activations' storage.
 /// With bf16 activations, a layer that takes them gets `wide` (f32 room for
 /// its output) to accumulate in; any other runs on f32 copies in `room`
-/// (widened_room_of<L>) and its output is rounded into c.y.
+/// (widened_room_of<L>) and its output is rounded into c.y. Given
+/// `f32_input` (the program's input, kept unrounded: see
+/// takes_bf16_input), L runs on it in f32 whatever it takes.
 template <class L, class Ctx>
 void forward_stored(const Ctx& c, typename Ctx::scalar* room, typename Ctx::scalar* wide,
                     const typename Ctx::scalar* f32_input = nullptr) {
   if constexpr (!Ctx::bf16_activations) {
     L::forward(c);
-  } else if constexpr (takes_bf16_activations<L>()) {
-    Ctx s = c;
-    s.wide = wide;
-    L::forward(s);
   } else {
+    if constexpr (takes_bf16_activations<L>()) {
+      if (!f32_input) {
+        Ctx s = c;
+        s.wide = wide;
+        L::forward(s);
+        return;
+      }
+    }
     const auto f = widened_context<L>(c, room, f32_input, false);
     L::forward(f);
     narrow(f.y, L::output_shape::size * Ctx::batch, c.y);
@@ -288,9 +317,15 @@ void forward_stored(const Ctx& c, typename Ctx::scalar* room, typename Ctx::scal
 /// Runs L's backward on c (the same storage rules as forward_stored).
 template <class L, class Ctx>
 void backward_stored(const Ctx& c, typename Ctx::scalar* room, const typename Ctx::scalar* f32_input = nullptr) {
-  if constexpr (!Ctx::bf16_activations || takes_bf16_activations<L>()) {
+  if constexpr (!Ctx::bf16_activations) {
     L::backward(c);
   } else {
+    if constexpr (takes_bf16_activations<L>()) {
+      if (!f32_input) {
+        L::backward(c);
+        return;
+      }
+    }
     L::backward(widened_context<L>(c, room, f32_input, true));
   }
 }

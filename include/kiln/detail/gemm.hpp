@@ -93,8 +93,8 @@ class gemm_scratch {
   /// C(m×n, leading dimension ldc) = beta·C + op(A)·op(B), all column-major,
   /// where op(A) is m×k and op(B) is k×n; beta is 0 (overwrite) or 1.
   /// Either operand may be given in kiln::bf16 (a bf16 program's activations
-  /// and its step's copy of the weights): it is then taken as it is, and the
-  /// product is a bf16 one whatever use_bf16_operands says.
+  /// and its step's copy of the weights), once use_bf16_operands(true) was
+  /// set before reserving: it is then taken as it is.
   template <bool TransA, bool TransB, class SA, class SB>
   void run(index m, index n, index k, const SA* a, index lda, const SB* b, index ldb, T* c, index ldc,
            bool accumulate) {
@@ -103,6 +103,7 @@ class gemm_scratch {
         (std::is_same_v<SA, T> || std::is_same_v<SA, bf16>)&&(std::is_same_v<SB, T> || std::is_same_v<SB, bf16>),
         "kiln::detail::gemm_scratch::run: an operand is the scratch's scalar or kiln::bf16");
     static_assert(!bf16_source || std::is_same_v<T, float>, "kiln: bf16 operands accumulate in f32");
+    assert((bf16_ || !bf16_source) && "kiln: bf16 operands need use_bf16_operands(true) before reserve()");
     if (m == 0 || n == 0) return;
     if (!accumulate && (k == 0 || !own_kernel)) {
       // (kiln's kernel overwrites C itself, without reading it)

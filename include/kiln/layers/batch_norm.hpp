@@ -30,6 +30,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -71,10 +72,14 @@ struct batch_norm {
     }
     template <std::size_t B>
     static constexpr std::size_t saved = saved_for<B>();
+    /// Under precision<bf16> it reads and writes bf16 activations (statistics in f32/f64 as always).
+    static constexpr bool bf16_activations = true;
 
     template <class Ctx>
     static void forward(const Ctx& c) {
       using T = typename Ctx::scalar;
+      using A = typename Ctx::activation;
+      using detail::value_of;
       constexpr std::size_t B = Ctx::batch, N = B * spatial;
       const T* g = c.template param<gain_tag>();
       const T* b = c.template param<bias_tag>();
@@ -87,13 +92,16 @@ struct batch_norm {
         if (c.training) {
           double sum = 0, sq = 0;
           for (std::size_t s = 0; s < B; ++s) {
-            const T* x = c.x + s * In::size + ch * spatial;
-            for (std::size_t i = 0; i < spatial; ++i) sum += static_cast<double>(x[i]);
+            const A* x = c.x + s * In::size + ch * spatial;
+            for (std::size_t i = 0; i < spatial; ++i) sum += static_cast<double>(value_of(x[i]));
           }
           const double mu = sum / static_cast<double>(N);
           for (std::size_t s = 0; s < B; ++s) {
-            const T* x = c.x + s * In::size + ch * spatial;
-            for (std::size_t i = 0; i < spatial; ++i) sq += (static_cast<double>(x[i]) - mu) * (x[i] - mu);
+            const A* x = c.x + s * In::size + ch * spatial;
+            for (std::size_t i = 0; i < spatial; ++i) {
+              const double d = static_cast<double>(value_of(x[i])) - mu;
+              sq += d * d;
+            }
           }
           const double var = sq / static_cast<double>(N);
           m = static_cast<T>(mu);
@@ -111,9 +119,9 @@ struct batch_norm {
         rstd[ch] = r;
         const T scale = r * g[ch], shift = b[ch] - m * r * g[ch];
         for (std::size_t s = 0; s < B; ++s) {
-          const T* x = c.x + s * In::size + ch * spatial;
-          T* y = c.y + s * In::size + ch * spatial;
-          for (std::size_t i = 0; i < spatial; ++i) y[i] = x[i] * scale + shift;
+          const A* x = c.x + s * In::size + ch * spatial;
+          A* y = c.y + s * In::size + ch * spatial;
+          for (std::size_t i = 0; i < spatial; ++i) y[i] = detail::stored_as<A>(value_of(x[i]) * scale + shift);
         }
       }
     }
@@ -121,6 +129,8 @@ struct batch_norm {
     template <class Ctx>
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
+      using A = typename Ctx::activation;
+      using detail::value_of;
       constexpr std::size_t B = Ctx::batch, N = B * spatial;
       const T* g = c.template param<gain_tag>();
       T* dg = c.template grad<gain_tag>();
@@ -130,11 +140,11 @@ struct batch_norm {
       for (std::size_t ch = 0; ch < C; ++ch) {
         T sum_dy = 0, sum_dy_xhat = 0;
         for (std::size_t s = 0; s < B; ++s) {
-          const T* x = c.x + s * In::size + ch * spatial;
+          const A* x = c.x + s * In::size + ch * spatial;
           const T* dy = c.dy + s * In::size + ch * spatial;
           for (std::size_t i = 0; i < spatial; ++i) {
             sum_dy += dy[i];
-            sum_dy_xhat += dy[i] * (x[i] - mean[ch]) * rstd[ch];
+            sum_dy_xhat += dy[i] * (value_of(x[i]) - mean[ch]) * rstd[ch];
           }
         }
         dg[ch] += sum_dy_xhat;
@@ -144,10 +154,11 @@ struct batch_norm {
         // Train mode: the statistics depend on x too; eval mode: they are constants.
         const T a = c.training ? sum_dy / T(N) : T(0), bx = c.training ? sum_dy_xhat / T(N) : T(0);
         for (std::size_t s = 0; s < B; ++s) {
-          const T* x = c.x + s * In::size + ch * spatial;
+          const A* x = c.x + s * In::size + ch * spatial;
           const T* dy = c.dy + s * In::size + ch * spatial;
           T* dx = c.dx + s * In::size + ch * spatial;
-          for (std::size_t i = 0; i < spatial; ++i) dx[i] = k * (dy[i] - a - (x[i] - mean[ch]) * rstd[ch] * bx);
+          for (std::size_t i = 0; i < spatial; ++i)
+            dx[i] = k * (dy[i] - a - (value_of(x[i]) - mean[ch]) * rstd[ch] * bx);
         }
       }
     }

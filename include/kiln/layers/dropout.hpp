@@ -23,6 +23,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -60,6 +61,8 @@ struct dropout {
   struct bind : bound_layer_base<dropout, In, Position> {
     using output_shape = In;
     static constexpr auto parameters = boost::hana::tuple_t<>;
+    /// Under precision<bf16> it reads and writes bf16 activations.
+    static constexpr bool bf16_activations = true;
 
     template <class Ctx>
     static std::uint64_t key(const Ctx& c) noexcept {
@@ -67,8 +70,9 @@ struct dropout {
     }
 
     /// y = x·mask/(1 − Rate) (forward, from x) or dx = dy·mask/(1 − Rate) (backward, from dy).
-    template <class Ctx, class T>
-    static void apply(const Ctx& c, const T* in, T* out) {
+    template <class Ctx, class V>
+    static void apply(const Ctx& c, const V* in, V* out) {
+      using T = typename Ctx::scalar;
       constexpr std::size_t n = In::size * Ctx::batch;
       if (!c.training || Rate == 0.0) {
         std::copy_n(in, n, out);
@@ -77,7 +81,9 @@ struct dropout {
       const std::uint64_t k = key(c);
       const std::uint64_t first = c.first_sample * In::size;
       const T scale = static_cast<T>(1.0 / (1.0 - Rate));
-      for (std::size_t i = 0; i < n; ++i) out[i] = detail::dropout_keeps(k, first + i, Rate) ? in[i] * scale : T(0);
+      for (std::size_t i = 0; i < n; ++i)
+        out[i] =
+            detail::dropout_keeps(k, first + i, Rate) ? detail::stored_as<V>(detail::value_of(in[i]) * scale) : V{};
     }
 
     template <class Ctx>

@@ -122,21 +122,11 @@ struct pool_layer {
 
    private:
     static constexpr std::size_t staged_plane = 64 * 64;
-    static float value_of(bf16 v) { return static_cast<float>(v); }
-    template <class T>
-    static T value_of(T v) {
-      return v;
-    }
-    template <class T>
-    static void store(T v, T* at) {
-      *at = v;
-    }
-    static void store(float v, bf16* at) { *at = bf16::from(v); }
 
     /// One plane: x is H × W, y Ho × Wo (X, Y: the scalar, or bf16 storage).
     template <class X, class Y>
     static void forward_plane(const X* x, Y* y) {
-      using T = decltype(value_of(*x));
+      using T = decltype(detail::value_of(*x));
 #if defined(__AVX512F__)
       if constexpr (vectorised<T> && std::is_same_v<X, T> && std::is_same_v<Y, T>) {
         detail::avx512::pool2x2_forward<Max>(x, H, W, y);
@@ -147,17 +137,17 @@ struct pool_layer {
         for (std::size_t i = 0; i < Ho; ++i)
           for (std::size_t j = 0; j < Wo; ++j) {
             const X* corner = x + i * Stride * W + j * Stride;
-            T acc = Max ? value_of(corner[0]) : T(0);
+            T acc = Max ? detail::value_of(corner[0]) : T(0);
             for (std::size_t u = 0; u < Window; ++u)
               for (std::size_t v = 0; v < Window; ++v) {
-                const T value = value_of(corner[u * W + v]);
+                const T value = detail::value_of(corner[u * W + v]);
                 if constexpr (Max) {
                   acc = value > acc || value != value ? value : acc;  // (a NaN propagates)
                 } else {
                   acc += value;
                 }
               }
-            store(Max ? acc : acc / T(Window * Window), y + i * Wo + j);
+            y[i * Wo + j] = detail::stored_as<Y>(Max ? acc : acc / T(Window * Window));
           }
       }
     }
@@ -181,7 +171,7 @@ struct pool_layer {
               bool sent = false;
               for (std::size_t u = 0; u < Window && !sent; ++u)
                 for (std::size_t v = 0; v < Window && !sent; ++v)
-                  if (value_of(x[corner + u * W + v]) == value_of(y[i * Wo + j])) {
+                  if (detail::value_of(x[corner + u * W + v]) == detail::value_of(y[i * Wo + j])) {
                     dx[corner + u * W + v] += g;
                     sent = true;
                   }
