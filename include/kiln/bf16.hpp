@@ -12,7 +12,8 @@
 //   exact. Conversion to f32 is exact.
 //
 //   `precision<bf16>` in compile<...> (kiln/compile.hpp) trains with f32
-//   master weights and bf16 GEMM operands; see docs/precision.md.
+//   master weights, bf16 activations and bf16 GEMM operands; see
+//   docs/precision.md.
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/

@@ -15,7 +15,7 @@
 //     evaluate(t)    the loss of the last forward, without gradients
 //
 //   Options: `precision<T>` (float, the default, double, or bf16: f32
-//   master weights with bf16 GEMM operands), a loss
+//   master weights, bf16 activations and GEMM operands), a loss
 //   (`softmax_cross_entropy<>` by default, or `mse`), and `replicate<N>`:
 //   N replicas, one pinned thread each, every one with its own workspace and
 //   gradients, all reading the ONE parameter buffer (so ties cannot break);
@@ -89,9 +89,10 @@ struct batch {
 };
 
 /// The arithmetic of a program: `float` (the default), `double`, or
-/// `kiln::bf16` — f32 parameters, activations, optimizer and losses, with
-/// every GEMM's operands rounded to bf16 and accumulated in f32 (AVX512-BF16
-/// dot products where the target has them); see docs/precision.md.
+/// `kiln::bf16` — f32 parameters, gradients, optimizer and losses;
+/// activations stored in bf16; the weights rounded into one bf16 copy per
+/// step; every GEMM's operands in bf16, accumulated in f32 (AVX512-BF16 dot
+/// products where the target has them); see docs/precision.md.
 template <class Scalar>
 struct precision {
   static_assert(diagnostics::precision_must_be_float_double_or_bf16<Scalar>,
@@ -206,7 +207,7 @@ class program {
   using scalar_type = T;
   using loss_type = LossSpec;
   using replication = Replication;
-  /// True under precision<bf16>: GEMM operands in bf16, everything else f32.
+  /// True under precision<bf16>: activations and GEMM operands in bf16.
   static constexpr bool bf16_gemm = Bf16Gemm;
   using bound_loss = typename LossSpec::template bind<typename Model::output_shape_type>;
   using target_type = typename bound_loss::target_type;

@@ -316,15 +316,11 @@ struct model {
     static constexpr std::size_t saved_bytes = saved_elements * sizeof(scalar);
 
     /// Under bf16: f32 room for the input and output of the widest layer
-    /// that computes in f32 (one without `bf16_activations`), which runs on
-    /// widened copies; 0 when every layer takes bf16.
+    /// that computes in f32 on widened copies (`widened`); 0 when none does.
     static constexpr std::size_t widened_elements = [] {
       std::size_t m = 0, k = 0;
       boost::hana::for_each(layers, [&](auto t) {
-        using L = typename decltype(t)::type;
-        if (widened[k])
-          m = std::max(m, detail::round_up(L::input_shape::size * B, alignment) +
-                              detail::round_up(L::output_shape::size * B, alignment));
+        if (widened[k]) m = std::max(m, detail::f32_room_of<typename decltype(t)::type, B>());
         ++k;
       });
       return m;

@@ -255,20 +255,25 @@ constexpr bool takes_bf16_input() {
   }
 }
 
-/// f32 room to run bound layer L on a batch of B when activations are
-/// stored as A: its input and output widened, when A is bf16 and L does not
-/// take bf16 activations; else 0.
+/// f32 room for bound layer L's input and output on a batch of B (what
+/// widened_context fills).
+template <class L, std::size_t B>
+constexpr std::size_t f32_room_of() {
+  return round_up(L::input_shape::size * B, parameter_alignment) +
+         round_up(L::output_shape::size * B, parameter_alignment);
+}
+/// The f32 room L needs inside a chain whose activations are stored as A:
+/// f32_room_of<L, B> when A is bf16 and L does not take bf16; else 0.
 template <class L, std::size_t B, class A>
 constexpr std::size_t widened_room_of() {
   if constexpr (!std::is_same_v<A, bf16> || L::is_view || takes_bf16_activations<L>()) {
     return 0;
   } else {
-    return round_up(L::input_shape::size * B, parameter_alignment) +
-           round_up(L::output_shape::size * B, parameter_alignment);
+    return f32_room_of<L, B>();
   }
 }
 
-/// L's context with f32 activations in `room` (widened_room_of<L> scalars):
+/// L's context with f32 activations in `room` (f32_room_of<L> scalars):
 /// x widened from c.x, or `f32_input` itself when given (the program's
 /// input, which must not be rounded); y widened from c.y when `with_output`.
 template <class L, class Ctx>
