@@ -78,6 +78,8 @@ template <class... Options>
 inline constexpr bool compile_needs_exactly_one_batch_option = false;
 template <class Option>
 inline constexpr bool compile_option_must_be_batch_precision_or_a_loss = false;
+template <class LayerAt, bool OwnsItsParameters>
+inline constexpr bool a_layer_that_overwrites_gradients_must_own_its_parameters_alone = OwnsItsParameters;
 }  // namespace diagnostics
 
 /// Samples per step. Every step of a program takes exactly B samples.
@@ -723,14 +725,33 @@ class program {
   }
 
   /// True when the (top-level) layer L writes its parameters' gradients
-  /// instead of adding to them (it declares `overwrites_gradients`).
+  /// instead of adding to them (it declares `overwrites_gradients`). Such a
+  /// layer must own its parameters alone: every tag is its own automatic
+  /// one, so no other layer adds to the same gradient (checked here).
   template <class L>
   static constexpr bool overwrites_gradients() {
     if constexpr (requires { L::overwrites_gradients; }) {
+      static_assert(diagnostics::a_layer_that_overwrites_gradients_must_own_its_parameters_alone <
+                        layer_at<L::position, typename L::spec>,
+                    !L::overwrites_gradients || owns_its_parameters<L>() >,
+                    "kiln: a layer that declares overwrites_gradients writes its parameters' gradients instead of "
+                    "adding to them, so its parameters must be its own alone: no tied<Tag>, no tag another layer "
+                    "names (declare it false when the layer is tied)");
       return L::overwrites_gradients;
     } else {
       return false;
     }
+  }
+  template <class Tag, std::size_t Position>
+  struct is_own_tag : std::false_type {};
+  template <std::size_t Position, std::size_t Slot>
+  struct is_own_tag<detail::auto_tag<Position, Slot>, Position> : std::true_type {};
+  template <class L>
+  static constexpr bool owns_its_parameters() {
+    bool all = true;
+    boost::hana::for_each(
+        L::parameters, [&](auto p) { all = all && is_own_tag<typename decltype(p)::type::tag, L::position>::value; });
+    return all;
   }
   template <class Owner>
   struct position_of_owner;
