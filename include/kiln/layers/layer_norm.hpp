@@ -18,6 +18,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -44,13 +45,18 @@ struct layer_norm {
     static constexpr auto parameters =
         boost::hana::tuple_t<param<gain_tag, shape<D>, init::ones>, param<bias_tag, shape<D>, init::zeros>>;
 
-    template <class T>
-    static void statistics(const T* x, T& mean, T& rstd) {
+    /// Under precision<bf16> it reads and writes bf16 activations (statistics in f32).
+    static constexpr bool bf16_activations = true;
+
+    /// A row's mean and 1/√(σ² + ε); X is the activations' storage.
+    template <class X, class T>
+    static void statistics(const X* x, T& mean, T& rstd) {
+      using detail::value_of;
       T m = 0;
-      for (std::size_t i = 0; i < D; ++i) m += x[i];
+      for (std::size_t i = 0; i < D; ++i) m += value_of(x[i]);
       m /= T(D);
       T v = 0;
-      for (std::size_t i = 0; i < D; ++i) v += (x[i] - m) * (x[i] - m);
+      for (std::size_t i = 0; i < D; ++i) v += (value_of(x[i]) - m) * (value_of(x[i]) - m);
       mean = m;
       rstd = T(1) / std::sqrt(v / T(D) + T(1e-5));
     }
@@ -58,14 +64,16 @@ struct layer_norm {
     template <class Ctx>
     static void forward(const Ctx& c) {
       using T = typename Ctx::scalar;
+      using A = typename Ctx::activation;
       const T* g = c.template param<gain_tag>();
       const T* b = c.template param<bias_tag>();
       for (std::size_t r = 0; r < rows * Ctx::batch; ++r) {
-        const T* x = c.x + r * D;
-        T* y = c.y + r * D;
+        const A* x = c.x + r * D;
+        A* y = c.y + r * D;
         T mean, rstd;
         statistics(x, mean, rstd);
-        for (std::size_t i = 0; i < D; ++i) y[i] = (x[i] - mean) * rstd * g[i] + b[i];
+        for (std::size_t i = 0; i < D; ++i)
+          y[i] = detail::stored_as<A>((detail::value_of(x[i]) - mean) * rstd * g[i] + b[i]);
       }
     }
 
@@ -75,14 +83,15 @@ struct layer_norm {
       const T* g = c.template param<gain_tag>();
       T* dg = c.template grad<gain_tag>();
       T* db = c.template grad<bias_tag>();
+      using detail::value_of;
       for (std::size_t r = 0; r < rows * Ctx::batch; ++r) {
-        const T* x = c.x + r * D;
+        const auto* x = c.x + r * D;
         const T* dy = c.dy + r * D;
         T mean, rstd;
         statistics(x, mean, rstd);
         T sum_dxhat = 0, sum_dxhat_xhat = 0;
         for (std::size_t i = 0; i < D; ++i) {
-          const T xhat = (x[i] - mean) * rstd;
+          const T xhat = (value_of(x[i]) - mean) * rstd;
           dg[i] += dy[i] * xhat;
           db[i] += dy[i];
           const T dxhat = dy[i] * g[i];
@@ -91,7 +100,7 @@ struct layer_norm {
         }
         if (c.dx) {
           for (std::size_t i = 0; i < D; ++i) {
-            const T xhat = (x[i] - mean) * rstd;
+            const T xhat = (value_of(x[i]) - mean) * rstd;
             c.dx[r * D + i] = rstd * (dy[i] * g[i] - (sum_dxhat + xhat * sum_dxhat_xhat) / T(D));
           }
         }
