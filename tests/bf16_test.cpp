@@ -272,10 +272,16 @@ TEST(bf16, every_kind_of_layer_runs_on_bf16_activations) {
   static_assert(lm::memory_plan<4, bf16>::saved_bytes < lm::memory_plan<4>::saved_bytes * 3 / 4);
   static_assert(lm::memory_plan<4, bf16>::widened_elements > 0, "the embeddings compute in f32");
   expect_bf16_tracks_f32<lm>(300, 300, 0.05);
+  // a dense layer without bias, untied and tied
+  struct shared;
+  using no_bias_net =
+      model<input<6>, dense<5, no_bias>, relu, dense<5, no_bias, tied<shared>>, kiln::tanh, dense<5, tied<shared>>>;
+  expect_bf16_tracks_f32<no_bias_net>(5, 0, 0.05);
 }
 
 struct nested_tokens;
 struct encoder : model<input_tokens<4>, embedding<300, 8, tied<nested_tokens>>, position_embedding> {};
+struct row_encoder : model<input_tokens<4>, embedding<300, 2>, flatten> {};
 TEST(bf16, token_ids_reach_an_embedding_inside_a_model_used_as_a_layer_unrounded) {
   // The first layer is a model used as a layer, which takes bf16; its own
   // first layer is an embedding, so the program keeps the input in f32 and
@@ -288,6 +294,10 @@ TEST(bf16, token_ids_reach_an_embedding_inside_a_model_used_as_a_layer_unrounded
   const float ids[4] = {257, 299, 3, 299};
   std::copy(std::begin(ids), std::end(ids), p.input().begin());
   EXPECT_NO_THROW(p.forward());
+  // the same through position_wise<a model used as a layer>
+  using rows = model<input<3, 4>, position_wise<row_encoder>, flatten, dense<3>>;
+  static_assert(!rows::memory_plan<4, bf16>::input_in_bf16);
+  expect_bf16_tracks_f32<rows>(3, 300, 0.05);
 }
 
 TEST(bf16, training_tracks_the_f32_loss_curve) {

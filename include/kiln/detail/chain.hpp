@@ -233,9 +233,10 @@ constexpr std::size_t activation_units(std::size_t n) {
 }
 
 /// True when bound layer L, fed a program's input, may have it rounded to
-/// bf16: L takes bf16 activations and, if it is made of layers, so does the
-/// first of them that computes (recursively). An embedding, however deep,
-/// needs its token ids exact (ids above 256 are not bf16 values).
+/// bf16: L takes bf16 activations and, if it is made of layers (or wraps
+/// one, as position_wise does), so does the first of them that computes
+/// (recursively). An embedding, however deep, needs its token ids exact
+/// (ids above 256 are not bf16 values).
 template <class L>
 constexpr bool takes_bf16_input() {
   if constexpr (!takes_bf16_activations<L>()) {
@@ -250,6 +251,8 @@ constexpr bool takes_bf16_input() {
       }
     });
     return takes;
+  } else if constexpr (requires { typename L::inner; }) {
+    return takes_bf16_input<typename L::inner>();
   } else {
     return true;
   }

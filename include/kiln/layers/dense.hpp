@@ -135,8 +135,11 @@ struct dense {
       } else {
         c.gemm->template run<true, false>(Units, B, in, w, in, c.x, in, y, Units, add);
       }
-      if constexpr (Ctx::bf16_activations)
-        detail::narrow_columns(y, Units, B, has_bias ? c.template param<bias_tag>() : nullptr, c.y);
+      if constexpr (Ctx::bf16_activations) {
+        const T* bias = nullptr;
+        if constexpr (has_bias) bias = c.template param<bias_tag>();
+        detail::narrow_columns(y, Units, B, bias, c.y);
+      }
     }
 
     template <class Ctx>
