@@ -718,10 +718,7 @@ class program {
   /// input gradient is needed).
   template <std::size_t I>
   static constexpr bool input_gradient_needed() {
-    bool any = false;
-    [&]<std::size_t... J>(std::index_sequence<J...>) { ((any = any || !Model::template layer<J>::is_view), ...); }
-    (std::make_index_sequence<I>{});
-    return any;
+    return I > plan::first_computing;
   }
 
   /// True when the (top-level) layer L writes its parameters' gradients

@@ -24,6 +24,9 @@
 //                                   forward/backward take bf16 ctx.x / ctx.y
 //                                   (the program widens them to f32 for the
 //                                   layers that do not say so)
+//     bf16_input                    (optional) false: the program's input must
+//                                   reach it unrounded (a layer made of
+//                                   layers whose first is an embedding)
 //     forward(ctx), backward(ctx)   over a kiln::detail::layer_context, which
 //                                   also says whether the step trains
 //                                   (ctx.training) and, for dropout, the seed,

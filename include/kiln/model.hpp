@@ -194,18 +194,7 @@ struct model {
     using scalar = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
     static constexpr bool bf16_activations = std::is_same_v<T, bf16>;
     /// The first layer that computes (layer_count when none does).
-    static constexpr std::size_t first_computing = [] {
-      std::size_t k = 0;
-      bool found = false;
-      boost::hana::for_each(layers, [&](auto t) {
-        if (!found && !decltype(t)::type::is_view) {
-          found = true;
-        } else if (!found) {
-          ++k;
-        }
-      });
-      return k;
-    }();
+    static constexpr std::size_t first_computing = detail::first_computing_index(layers);
     /// bf16: the input is rounded into slot 0 when the first layer that
     /// computes may have it rounded (detail::takes_bf16_input); otherwise
     /// that layer runs in f32 on the input as it is (token ids must stay

@@ -233,29 +233,34 @@ constexpr std::size_t activation_units(std::size_t n) {
 }
 
 /// True when bound layer L, fed a program's input, may have it rounded to
-/// bf16: L takes bf16 activations and, if it is made of layers (or wraps
-/// one, as position_wise does), so does the first of them that computes
-/// (recursively). An embedding, however deep, needs its token ids exact
-/// (ids above 256 are not bf16 values).
+/// bf16: L takes bf16 activations, and it does not say otherwise by
+/// declaring `bf16_input` false. A layer that passes its input on to
+/// layers it contains (a model used as a layer, residual, position_wise)
+/// declares what the first of them says, so that an embedding, however
+/// deep, gets its token ids exact (ids above 256 are not bf16 values).
 template <class L>
 constexpr bool takes_bf16_input() {
-  if constexpr (!takes_bf16_activations<L>()) {
-    return false;
-  } else if constexpr (requires { L::chain::layers; }) {
-    bool found = false, takes = true;
-    hana::for_each(L::chain::layers, [&](auto t) {
-      using Inner = typename decltype(t)::type;
-      if (!found && !Inner::is_view) {
-        found = true;
-        takes = takes_bf16_input<Inner>();
-      }
-    });
-    return takes;
-  } else if constexpr (requires { typename L::inner; }) {
-    return takes_bf16_input<typename L::inner>();
+  if constexpr (requires { L::bf16_input; }) {
+    return takes_bf16_activations<L>() && L::bf16_input;
   } else {
-    return true;
+    return takes_bf16_activations<L>();
   }
+}
+
+/// The index of the first bound layer of `layers` (a hana tuple of types)
+/// that computes, i.e. is not a view; the tuple's length when none does.
+template <class Layers>
+constexpr std::size_t first_computing_index(Layers layers) {
+  std::size_t k = 0;
+  bool found = false;
+  hana::for_each(layers, [&](auto t) {
+    if (found || !decltype(t)::type::is_view) {
+      found = true;
+    } else {
+      ++k;
+    }
+  });
+  return k;
 }
 
 /// f32 room for bound layer L's input and output on a batch of B (what
@@ -492,13 +497,16 @@ struct sub_chain {
     (std::make_index_sequence<count>{});
   }
 
-  template <std::size_t I>
-  static constexpr bool first_computing() {
-    bool any = false;
-    [&]<std::size_t... J>(std::index_sequence<J...>) { ((any = any || !layer<J>::is_view), ...); }
-    (std::make_index_sequence<I>{});
-    return !any;
-  }
+  /// The first contained layer that computes (count when none does).
+  static constexpr std::size_t first_computing = first_computing_index(layers);
+  /// The chain's input may be rounded to bf16 (see takes_bf16_input).
+  static constexpr bool bf16_input = [] {
+    if constexpr (first_computing == count) {
+      return true;
+    } else {
+      return takes_bf16_input<layer<first_computing>>();
+    }
+  }();
 
   /// Gradients of the contents' parameters from c.dy (the gradient of the
   /// chain's output), and the input gradient into c.dx unless it is null.
@@ -516,7 +524,7 @@ struct sub_chain {
             if constexpr (!L::is_view) {
               Ctx s = context_of<k>(c);
               s.dy = g;
-              if constexpr (first_computing<k>()) {
+              if constexpr (k == first_computing) {
                 s.dx = c.dx;
                 reached_input = true;
               } else {
@@ -551,6 +559,8 @@ struct chain_layer {
   /// Its contents' activations are stored as the program's are (bf16 under
   /// precision<bf16>); those that compute in f32 run on widened copies.
   static constexpr bool bf16_activations = true;
+  /// Its input may be rounded when its first computing layer's may.
+  static constexpr bool bf16_input = Chain::bf16_input;
   template <std::size_t B, class T>
   static void reserve(gemm_scratch<T>& g) {
     Chain::template reserve<B, T>(g);

@@ -59,6 +59,7 @@ struct position_wise {
     static constexpr std::size_t workspace = detail::workspace_of<inner, B * rows, A>();
     /// It takes bf16 activations when its layer does (they pass through).
     static constexpr bool bf16_activations = detail::takes_bf16_activations<inner>();
+    static constexpr bool bf16_input = detail::takes_bf16_input<inner>();
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {
       if constexpr (requires { inner::template reserve<B * rows, T>(g); }) inner::template reserve<B * rows, T>(g);
