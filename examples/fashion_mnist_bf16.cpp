@@ -14,7 +14,7 @@ using namespace kiln;
 
 using mlp = model<input<28, 28>, flatten, dense<256>, relu, dense<128>, relu, dense<10>>;
 using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, batch_norm, relu, max_pool<2>, conv2d<32, 5, 1, same>,
-                  batch_norm, relu, max_pool<2>, flatten, dense<128>, relu, dropout<0.25>, dense<10>>;
+                  batch_norm, relu, max_pool<2>, flatten, dense<128>, relu, dropout<1, 4>, dense<10>>;
 
 struct result {
   double accuracy, seconds;

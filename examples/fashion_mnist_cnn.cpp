@@ -17,7 +17,7 @@ using namespace kiln;
 // of the hidden units while training only.
 using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, batch_norm, relu, max_pool<2>,  // → shape<16, 14, 14>
                   conv2d<32, 5, 1, same>, batch_norm, relu, max_pool<2>,                    // → shape<32, 7, 7>
-                  flatten, dense<128>, relu, dropout<0.25>,                                 // → shape<128>
+                  flatten, dense<128>, relu, dropout<1, 4>,                                 // → shape<128>
                   dense<10>>;                                                               // → shape<10>
 static_assert(cnn::output_shape == shape<10>{});
 static_assert(cnn::parameter_count == 215'466);

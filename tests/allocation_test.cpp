@@ -136,13 +136,13 @@ TEST(allocation, bf16_steps_allocate_nothing) {
   expect_allocation_free_steps<model<input<28, 28>, flatten, dense<256>, relu, dense<128>, relu, dense<10>>, batch<64>,
                                precision<bf16>>();
   expect_allocation_free_steps<
-      model<input<1, 12, 12>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, flatten, dropout<0.25>, dense<10>>,
+      model<input<1, 12, 12>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, flatten, dropout<1, 4>, dense<10>>,
       batch<16>, precision<bf16>>();
   expect_allocation_free_replicated_steps<precision<bf16>>();
 }
 TEST(allocation, cnn_with_batch_norm_and_dropout_step_allocates_nothing) {
   expect_allocation_free_steps<
-      model<input<1, 12, 12>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, flatten, dropout<0.25>, dense<10>>,
+      model<input<1, 12, 12>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, flatten, dropout<1, 4>, dense<10>>,
       batch<16>>();
 }
 struct tokens;

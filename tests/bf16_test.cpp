@@ -262,7 +262,7 @@ TEST(bf16, every_kind_of_layer_runs_on_bf16_activations) {
   // and layers that run on widened f32 copies (embeddings and unembed at the
   // top level, attention inside blocks), in one model each.
   using cnn = model<input<2, 10, 10>, conv2d<4, 3, 1, same>, batch_norm, relu, max_pool<2>, conv2d<6, 3, 2, 1>,
-                    kiln::tanh, avg_pool<3, 1>, flatten, dense<12>, dropout<0.25>, sigmoid, dense<5>>;
+                    kiln::tanh, avg_pool<3, 1>, flatten, dense<12>, dropout<1, 4>, sigmoid, dense<5>>;
   static_assert(cnn::memory_plan<4, bf16>::widened_elements == 0, "every layer of this CNN takes bf16");
   expect_bf16_tracks_f32<cnn>(5, 0, 0.05);
   // 300 token ids: ids above 256 are not bf16 values, so the input must reach the embedding unrounded

@@ -50,16 +50,15 @@
 #include <utility>
 
 #include <fmt/format.h>
-#include <boost/hana/at.hpp>
-#include <boost/hana/filter.hpp>
 #include <boost/hana/fold_left.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/length.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_context.hpp>
+#include <kiln/detail/type_list.hpp>
 #include <kiln/detail/worker_pool.hpp>
 #include <kiln/distributed.hpp>
 #include <kiln/losses/softmax_cross_entropy.hpp>
@@ -266,10 +265,10 @@ class program {
     rng g(seed, /*stream=*/0x1417);
     seed_ = seed;
     std::fill_n(params_.get(), layout::buffer_size, T(0));
-    initialize_each(g, std::make_index_sequence<layout::tensor_count>{});
+    initialize_each(g);
     std::fill_n(state_.get(), state_layout::buffer_size, T(0));
-    boost::hana::for_each(Model::state_list, [&](auto p) {
-      using P = typename decltype(p)::type;
+    detail::for_each_type(typename Model::state_types{}, [&](auto* p) {
+      using P = std::remove_pointer_t<decltype(p)>;
       std::fill_n(state_.get() + state_layout::template offset<typename P::tag>, P::shape_type::size,
                   static_cast<init>(P::initializer) == init::ones ? T(1) : T(0));
     });
@@ -487,8 +486,8 @@ class program {
       replicas_[r].block = detail::make_aligned<T>(replica_elements);
       replicas_[r].activations = detail::make_aligned<activation_type>(plan::activation_elements);
       replicas_[r].scratch.use_bf16_operands(Bf16Gemm);
-      boost::hana::for_each(Model::layers, [&](auto t) {
-        using L = typename decltype(t)::type;
+      detail::for_each_type(typename Model::layer_types{}, [&](auto* l) {
+        using L = std::remove_pointer_t<decltype(l)>;
         if constexpr (requires { L::template reserve<B, T>(replicas_[r].scratch); })
           L::template reserve<B, T>(replicas_[r].scratch);
       });
@@ -585,17 +584,21 @@ class program {
   template <class Tag>
   struct layout_entry {
     static_assert(layout::template contains<Tag>, "kiln::program: this tag names no parameter of the model");
-    using type = typename decltype(+boost::hana::at_c<layout::template index_of<Tag>()>(Model::parameter_list))::type;
+    using type = detail::list_at_t<layout::template index_of<Tag>(), typename Model::parameter_types>;
   };
   template <std::size_t Position, std::size_t Slot>
   struct layer_param {
-    static constexpr auto found = boost::hana::filter(detail::flatten_nested(Model::layers), [](auto t) {
-      return boost::hana::bool_c<decltype(t)::type::position == Position>;
-    });
-    static_assert(boost::hana::length(found) == boost::hana::size_c<1>,
+    using all = detail::flatten_nested_t<typename Model::layer_types>;
+    static constexpr std::size_t found = []<class... L>(detail::type_list<L...>) {
+      constexpr std::array<std::size_t, sizeof...(L)> positions{L::position...};
+      std::size_t i = 0;
+      while (i < positions.size() && positions[i] != Position) ++i;
+      return i;
+    }(all{});
+    static_assert(found < all::size,
                   "kiln::program::layer_parameter<Position, Slot>: the model has no layer at this position");
-    using L = typename decltype(+boost::hana::at_c<0>(found))::type;
-    using type = typename decltype(+boost::hana::at_c<Slot>(L::parameters))::type;
+    using L = detail::list_at_t<found, all>;
+    using type = detail::list_at_t<Slot, typename L::parameters>;
     using tag = typename type::tag;
   };
 
@@ -661,8 +664,7 @@ class program {
   void forward_replica(std::size_t r) {
     if constexpr (plan::input_in_bf16)
       detail::narrow(input_.get() + r * B * input_size, B * input_size, activation(r, 0));
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (forward_layer<I>(r), ...); }
-    (std::make_index_sequence<layer_count>{});
+    detail::for_each_index<layer_count>([&](auto i) { forward_layer<decltype(i)::value>(r); });
     if constexpr (Bf16Gemm)
       detail::widen(activation(r, layer_count), B * output_size, output_.get() + r * B * output_size);
   }
@@ -710,8 +712,7 @@ class program {
     results_[r] =
         bound_loss::evaluate(logits(r), targets.data() + r * B * targets_per_sample, B, valid, grad_slot(r, 0));
     int current = 0;
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (backward_layer<layer_count - 1 - I>(r, current), ...); }
-    (std::make_index_sequence<layer_count>{});
+    detail::for_each_index<layer_count>([&](auto i) { backward_layer<layer_count - 1 - decltype(i)::value>(r, current); });
   }
 
   /// True when some layer before index I computes something (so layer I's
@@ -745,10 +746,10 @@ class program {
   struct is_own_tag<detail::auto_tag<Position, Slot>, Position> : std::true_type {};
   template <class L>
   static constexpr bool owns_its_parameters() {
-    bool all = true;
-    boost::hana::for_each(
-        L::parameters, [&](auto p) { all = all && is_own_tag<typename decltype(p)::type::tag, L::position>::value; });
-    return all;
+    return []<class... P>(detail::type_list<P...>) {
+      constexpr std::array<bool, sizeof...(P) + 1> own{is_own_tag<typename P::tag, L::position>::value..., true};
+      return std::find(own.begin(), own.end(), false) == own.end();
+    }(typename L::parameters{});
   }
   template <class Owner>
   struct position_of_owner;
@@ -756,25 +757,23 @@ class program {
   struct position_of_owner<layer_at<P, Spec>> {
     static constexpr std::size_t value = P;
   };
-  template <class Owner>
-  static constexpr bool owned_by_a_layer_that_overwrites() {
-    return []<std::size_t... L>(std::index_sequence<L...>) {
-      return ((Model::template layer<L>::position == position_of_owner<Owner>::value &&
-               overwrites_gradients<typename Model::template layer<L>>()) ||
-              ...);
-    }
-    (std::make_index_sequence<layer_count>{});
-  }
-  template <std::size_t... I>
-  static constexpr std::array<bool, layout::tensor_count> written_by_their_layer(std::index_sequence<I...>) {
-    return {owned_by_a_layer_that_overwrites<typename decltype(+boost::hana::at_c<I>(
-        Model::parameter_list))::type::owner>()...};
-  }
+  /// written[i]: parameter i's gradient is written (not added to) by the
+  /// top-level layer that owns it. One table per model: which top-level
+  /// layer sits at each position, and whether it overwrites.
+  static constexpr auto written_by_their_layer = []<class... L, class... P>(detail::type_list<L...>,
+                                                                           detail::type_list<P...>) {
+    constexpr std::size_t positions = Model::bound_chain::next_position;
+    constexpr std::array<std::size_t, sizeof...(L) + 1> at{L::position..., 0};
+    constexpr std::array<bool, sizeof...(L) + 1> overwrites{overwrites_gradients<L>()..., false};
+    std::array<bool, positions + 1> by_position{};
+    for (std::size_t k = 0; k < sizeof...(L); ++k) by_position[at[k]] = overwrites[k];
+    return std::array<bool, sizeof...(P)>{by_position[position_of_owner<typename P::owner>::value]...};
+  }(typename Model::layer_types{}, typename Model::parameter_types{});
   /// The ranges of the gradient buffer that backward zeroes before the
   /// layers add into them: all of it (padding included) but the parameters
   /// of top-level layers that overwrite their gradients.
   static constexpr auto zeroed_ranges = [] {
-    constexpr auto written = written_by_their_layer(std::make_index_sequence<layout::tensor_count>{});
+    constexpr auto written = written_by_their_layer;
     std::array<std::pair<std::size_t, std::size_t>, layout::tensor_count + 1> ranges{};
     std::size_t n = 0, at = 0;
     for (std::size_t i = 0; i < layout::tensor_count; ++i) {
@@ -826,9 +825,9 @@ class program {
     }
   }
 
-  template <std::size_t... I>
-  void initialize_each(rng& g, std::index_sequence<I...>) {
-    (initialize_one<typename decltype(+boost::hana::at_c<I>(Model::parameter_list))::type>(g), ...);
+  void initialize_each(rng& g) {
+    detail::for_each_type(typename Model::parameter_types{},
+                          [&](auto* p) { initialize_one<std::remove_pointer_t<decltype(p)>>(g); });
   }
   template <class P>
   void initialize_one(rng& g) {

@@ -6,7 +6,7 @@
 //   layer*: `Spec::bind<InputShape, Position>`, which provides
 //
 //     input_shape, output_shape     kiln::shape types (one sample each)
-//     parameters                    a hana::tuple_t of kiln::param<Tag, Shape, Init>
+//     parameters                    kiln::param_list<kiln::param<Tag, Shape, Init>...>
 //     is_view                       true when the output is the input's memory
 //                                   reinterpreted (flatten): forward and
 //                                   backward are then never called
@@ -15,7 +15,7 @@
 //                                   runs (shared by all layers: ctx.scratch)
 //     saved<B>                      (optional) elements it keeps from its forward
 //                                   to its backward (its own: ctx.saved)
-//     state                         (optional) a hana::tuple_t of param<...>: values
+//     state                         (optional) a param_list<param<...>...>: values
 //                                   it keeps but does not train (batch_norm's
 //                                   running statistics: ctx.state<Tag>())
 //     positions                     (optional) 1 + the positions of the layers it
@@ -55,9 +55,7 @@
 #include <string>
 #include <type_traits>
 
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-
+#include <kiln/detail/type_list.hpp>
 #include <kiln/shape.hpp>
 
 namespace kiln {
@@ -73,6 +71,11 @@ struct param {
   using shape_type = S;
   static constexpr init initializer = Init;
 };
+
+/// The parameters (or state values) of a bound layer, in slot order:
+/// `using parameters = kiln::param_list<param<W, shape<10, 4>, init::automatic>>;`
+template <class... P>
+using param_list = detail::type_list<P...>;
 
 /// Evidence in diagnostics: "the layer `Spec` at position `Position`".
 template <std::size_t Position, class Spec>
@@ -92,7 +95,7 @@ struct auto_tag {};
 template <class... P>
 struct declared_parameters {
   template <class Tag>
-  static constexpr bool has = (std::is_same_v<Tag, typename P::tag> || ...);
+  static constexpr bool has = detail::tag_index<typename P::tag...>::template find<Tag>() < sizeof...(P);
 };
 
 namespace detail {
@@ -140,7 +143,7 @@ concept BoundLayer = requires {
   typename B::spec;
   { B::position } -> std::convertible_to<std::size_t>;
   { B::is_view } -> std::convertible_to<bool>;
-  B::parameters;
+  typename B::parameters;
 };
 
 /// Layer specs whose preceding weight prefers He initialisation say so by

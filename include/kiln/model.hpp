@@ -7,7 +7,7 @@
 //
 //     input_shape, output_shape      values: `mlp::output_shape == shape<10>{}`
 //     input_shape_type, output_shape_type
-//     layers                         hana::tuple_t of the bound layers
+//     layer_types, layer<I>          the bound layers (a type list), layer I
 //     layer_count, parameter_count   (a tied weight counts once)
 //     parameters                     the flat-buffer layout (offsets per tag)
 //     memory_plan<B, T>              activation/gradient bytes for a batch of B
@@ -33,24 +33,11 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <boost/hana/append.hpp>
-#include <boost/hana/at.hpp>
-#include <boost/hana/back.hpp>
-#include <boost/hana/basic_tuple.hpp>
-#include <boost/hana/contains.hpp>
-#include <boost/hana/flatten.hpp>
-#include <boost/hana/fold_left.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/length.hpp>
-#include <boost/hana/range.hpp>
-#include <boost/hana/transform.hpp>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-#include <boost/hana/unpack.hpp>
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/chain.hpp>
 #include <kiln/detail/parameter_layout.hpp>
+#include <kiln/detail/type_list.hpp>
 #include <kiln/detail/type_name.hpp>
 #include <kiln/input.hpp>
 #include <kiln/layer.hpp>
@@ -70,7 +57,6 @@ inline constexpr bool model_entry_must_be_a_kiln_layer = kiln::Layer<Entry>;
 }  // namespace diagnostics
 
 namespace detail {
-namespace hana = boost::hana;
 
 /// Every use of a tag after the first must want the first's stored shape.
 template <class First, class Again>
@@ -83,39 +69,49 @@ struct check_tie {
   using type = First;
 };
 
-template <bool SameTag, class First, class Again>
-struct check_if_same_tag : std::true_type {};
-template <class First, class Again>
-struct check_if_same_tag<true, First, Again> : std::bool_constant<sizeof(typename check_tie<First, Again>::type) != 0> {
-};
-
-/// Keeps the first parameter of each tag (every use of a tag shares it),
-/// checking each later use against it. Recursive, like bind_chain, so that a
-/// tie error comes with a short context.
-template <class Done, class... Todo>
+/// The first parameter of each tag (every use of a tag shares it), each
+/// later use checked against it. Tags are matched by hash (detail::tag_index):
+/// O(N log N), no comparison of every pair.
+template <class All, class Seq = std::make_index_sequence<All::size>>
 struct unique_params;
-template <class... Done>
-struct unique_params<hana::basic_tuple<Done...>> {
-  static constexpr auto list = hana::tuple_t<Done...>;
-};
-template <class... Done, class P, class... Rest>
-struct unique_params<hana::basic_tuple<Done...>, P, Rest...>
-    : std::conditional_t<(std::is_same_v<typename Done::tag, typename P::tag> || ...),
-                         unique_params<hana::basic_tuple<Done...>, Rest...>,
-                         unique_params<hana::basic_tuple<Done..., P>, Rest...>> {
-  static_assert((check_if_same_tag<std::is_same_v<typename Done::tag, typename P::tag>, Done, P>::value && ...));
-};
+template <class... P, std::size_t... I>
+struct unique_params<type_list<P...>, std::index_sequence<I...>> {
+  using index = tag_index<typename P::tag...>;
+  static_assert(!index::collision, "kiln: two different parameter tags have the same name hash; rename one of them");
+  static constexpr std::size_t total = sizeof...(P);
+  static constexpr std::size_t unique_count = [] {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < total; ++i) n += index::first[i] == i;
+    return n;
+  }();
+  struct kept {
+    static constexpr std::array<std::size_t, unique_count> indices = [] {
+      std::array<std::size_t, unique_count> k{};
+      for (std::size_t i = 0, n = 0; i < total; ++i)
+        if (index::first[i] == i) k[n++] = i;
+      return k;
+    }();
+  };
+  struct repeated {
+    static constexpr std::array<std::size_t, total - unique_count> indices = [] {
+      std::array<std::size_t, total - unique_count> k{};
+      for (std::size_t i = 0, n = 0; i < total; ++i)
+        if (index::first[i] != i) k[n++] = i;
+      return k;
+    }();
+  };
+  using type = typename pick_by<type_list<P...>, kept>::type;
 
-template <class Params>
-constexpr auto unique_by_tag(Params params) {
-  return hana::unpack(
-      params, [](auto... p) { return unique_params<hana::basic_tuple<>, typename decltype(p)::type...>::list; });
-}
-
-template <class Params>
-constexpr auto layout_of(Params params) {
-  return hana::unpack(params, [](auto... p) { return hana::type_c<parameter_layout<typename decltype(p)::type...>>; });
-}
+  template <class Seq>
+  struct checks;
+  template <std::size_t... J>
+  struct checks<std::index_sequence<J...>> {
+    using type = type_list<typename check_tie<list_at_t<index::first[repeated::indices[J]], type_list<P...>>,
+                                              list_at_t<repeated::indices[J], type_list<P...>>>::type...>;
+  };
+  /// Instantiating this checks every tie.
+  using checked = typename checks<std::make_index_sequence<total - unique_count>>::type;
+};
 
 /// The shape of an input entry; a stand-in for anything else, so that a
 /// model whose first entry is wrong stops with one error, not a cascade.
@@ -128,16 +124,112 @@ struct input_shape_of<I> {
   using type = typename I::shape_type;
 };
 
-/// Calls f(bound layer, depth) for every layer, the contents of a layer that
-/// contains layers right after it (depth + 1).
-template <class Bound, class F>
-void for_each_nested(Bound bound, F&& f, int depth = 0) {
-  hana::for_each(bound, [&](auto t) {
-    using L = typename decltype(t)::type;
-    f(t, depth);
-    if constexpr (requires { L::chain::layers; }) for_each_nested(L::chain::layers, f, depth + 1);
-  });
-}
+/// Where a model's batch of B lives (kiln::model::memory_plan): tables
+/// made by one pack expansion each.
+template <class Layers, Shape In, std::size_t B, class T>
+struct model_plan;
+template <class... L, Shape In, std::size_t B, class T>
+struct model_plan<type_list<L...>, In, B, T> {
+  static constexpr std::size_t layer_count = sizeof...(L);
+  static constexpr std::size_t alignment = parameter_alignment;
+  /// Parameters, gradients, scratch and saved values: f32 under bf16.
+  using scalar = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+  static constexpr bool bf16_activations = std::is_same_v<T, bf16>;
+  static constexpr std::array<bool, layer_count + 1> view{L::is_view..., false};
+  /// The first layer that computes (layer_count when none does).
+  static constexpr std::size_t first_computing = first_computing_index(type_list<L...>{});
+  /// bf16: the input is rounded into slot 0 when the first layer that
+  /// computes may have it rounded (detail::takes_bf16_input); otherwise
+  /// that layer runs in f32 on the input as it is (token ids must stay
+  /// exact, even for an embedding inside a model used as a layer).
+  static constexpr bool input_in_bf16 = [] {
+    constexpr std::array<bool, layer_count + 1> takes{takes_bf16_input<L>()..., true};
+    return bf16_activations && takes[first_computing];
+  }();
+  /// bf16: layer k (0-based) computes in f32 on widened copies of its
+  /// input and output (it does not take bf16, or it is the first layer and
+  /// the input stays f32).
+  static constexpr std::array<bool, layer_count + 1> widened = [] {
+    constexpr std::array<bool, layer_count + 1> takes{takes_bf16_activations<L>()..., false};
+    std::array<bool, layer_count + 1> w{};
+    for (std::size_t k = 0; k < layer_count; ++k)
+      w[k] = bf16_activations && !view[k] && (!takes[k] || (k == first_computing && !input_in_bf16));
+    return w;
+  }();
+  /// Per layer, `f32[k]` where it runs widened, else `as_stored[k]`.
+  static constexpr std::array<std::size_t, layer_count> as_run(const std::array<std::size_t, layer_count>& f32,
+                                                               const std::array<std::size_t, layer_count>& as_stored) {
+    std::array<std::size_t, layer_count> s{};
+    for (std::size_t k = 0; k < layer_count; ++k) s[k] = widened[k] ? f32[k] : as_stored[k];
+    return s;
+  }
+  /// A layer's saved and workspace elements, as it runs (in f32 when widened).
+  static constexpr std::array<std::size_t, layer_count> saved_each =
+      as_run({saved_of<L, B, scalar>()...}, {saved_of<L, B, T>()...});
+  static constexpr std::array<std::size_t, layer_count> workspace_each =
+      as_run({workspace_of<L, B, scalar>()...}, {workspace_of<L, B, T>()...});
+  /// Element sizes of each slot: slot 0 is the input, slot k the output of
+  /// layer k; a view layer (flatten) shares its input's slot.
+  static constexpr std::array<std::size_t, layer_count + 1> slot = [] {
+    std::array<std::size_t, layer_count + 1> s{};
+    std::size_t next = 1;
+    for (std::size_t k = 1; k <= layer_count; ++k) s[k] = view[k - 1] ? s[k - 1] : next++;
+    return s;
+  }();
+  static constexpr std::array<std::size_t, layer_count + 1> activation_offset = [] {
+    constexpr std::array<std::size_t, layer_count + 1> sizes{In::size * B, L::output_shape::size * B...};
+    std::array<std::size_t, layer_count + 1> off{};
+    std::size_t at = 0;
+    for (std::size_t i = 0; i <= layer_count; ++i) {
+      if (i > 0 && slot[i] == slot[i - 1]) {
+        off[i] = off[i - 1];
+      } else {
+        off[i] = at;
+        at = round_up(at + sizes[i], alignment);
+      }
+    }
+    return off;
+  }();
+  static constexpr std::size_t activation_elements = [] {
+    constexpr std::array<std::size_t, layer_count + 1> sizes{L::output_shape::size * B..., 0};
+    std::size_t at = round_up(In::size * B, alignment);
+    for (std::size_t k = 0; k < layer_count; ++k)
+      if (!view[k]) at += round_up(sizes[k], alignment);
+    return at;
+  }();
+  /// Two ping-pong buffers, each as large as the largest activation.
+  static constexpr std::size_t gradient_slot_elements =
+      round_up(std::max({In::size, L::output_shape::size...}) * B, alignment);
+  static constexpr std::size_t gradient_elements = 2 * gradient_slot_elements;
+  /// Working memory a layer borrows during its forward or backward (a
+  /// convolution's unfolded input): the largest any layer asks for, shared
+  /// since layers run one after another.
+  static constexpr std::size_t scratch_elements = [] {
+    std::size_t m = 0;
+    for (std::size_t w : workspace_each) m = std::max(m, w);
+    return round_up(m, alignment);
+  }();
+  static constexpr std::size_t scratch_bytes = scratch_elements * sizeof(scalar);
+  /// What each layer keeps from its forward to its backward (the
+  /// activations inside a residual, attention probabilities), one region each.
+  static constexpr auto saved_offset = aligned_regions(saved_each);
+  static constexpr std::size_t saved_elements = saved_offset[layer_count];
+  static constexpr std::size_t saved_bytes = saved_elements * sizeof(scalar);
+
+  /// Under bf16: f32 room for the input and output of the widest layer
+  /// that computes in f32 on widened copies (`widened`); 0 when none does.
+  static constexpr std::size_t widened_elements = [] {
+    constexpr std::array<std::size_t, layer_count + 1> room{f32_room_of<L, B>()..., 0};
+    std::size_t m = 0;
+    for (std::size_t k = 0; k < layer_count; ++k)
+      if (widened[k]) m = std::max(m, room[k]);
+    return m;
+  }();
+  static constexpr std::size_t widened_bytes = widened_elements * sizeof(scalar);
+
+  static constexpr std::size_t activation_bytes = activation_elements * sizeof(T);
+  static constexpr std::size_t gradient_bytes = gradient_elements * sizeof(scalar);
+};
 
 }  // namespace detail
 
@@ -159,190 +251,66 @@ struct model {
   template <class Declared, class In, std::size_t Position>
   using chain = detail::sub_chain<Declared, In, Position, Layers...>;
 
-  using bound_chain = detail::bind_chain<declared, input_shape_type, 1, boost::hana::basic_tuple<>, Layers...>;
-  /// The bound layers, in order (hana::tuple of hana::type); a layer that
-  /// contains layers (residual, a model used as a layer) is one entry.
-  static constexpr auto layers = bound_chain::layers;
+  using bound_chain = detail::bind_chain<declared, input_shape_type, 1, detail::type_list<>, Layers...>;
+  /// The bound layers, in order (a kiln::param_list-like type list); a
+  /// layer that contains layers (residual, a model used as a layer) is one entry.
+  using layer_types = typename bound_chain::layers;
   static constexpr std::size_t layer_count = sizeof...(Layers);
 
   template <std::size_t I>
-  using layer = typename decltype(+boost::hana::at_c<I>(layers))::type;
+  using layer = detail::list_at_t<I, layer_types>;
 
   using output_shape_type = typename bound_chain::output_shape;
   static constexpr output_shape_type output_shape{};
 
+  /// Every parameter of every layer (a tied weight once per use), with its initialiser resolved.
+  using parameter_uses = detail::collect_parameters_t<layer_types, detail::type_list<detail::as_layer_t<Layers>...>>;
+  using unique = detail::unique_params<parameter_uses>;
+  static_assert(sizeof(typename unique::checked) > 0);  // (instantiates the check of every tie)
+
+  /// One stored parameter per distinct tag (a type list), in buffer order.
+  using parameter_types = typename unique::type;
   /// The flat-buffer layout: `parameters::template offset<Tag>`, `buffer_size`.
-  /// One entry per distinct tag (hana::tuple of hana::type), in buffer order.
-  static constexpr auto parameter_list =
-      detail::unique_by_tag(detail::collect_parameters<detail::as_layer_t<Layers>...>(layers));
-  using parameters = typename decltype(+detail::layout_of(parameter_list))::type;
+  using parameters = detail::layout_of_t<parameter_types>;
   /// Trainable scalars; a tied weight counts once.
   static constexpr std::size_t parameter_count = parameters::count;
 
   /// Values that layers keep but do not train (batch_norm's running
   /// statistics): their own buffer, in this layout, saved in checkpoints.
-  static constexpr auto state_list = detail::collect_state(layers);
-  using state_layout = typename decltype(+detail::layout_of(state_list))::type;
+  using state_types = detail::collect_state_t<layer_types>;
+  using state_layout = detail::layout_of_t<state_types>;
 
   /// Where a batch of B samples of precision T (float, double or kiln::bf16)
   /// lives in the workspace. Sizes are in elements (activations: of T; the
   /// rest: of `scalar`, f32 for bf16) and in bytes.
   template <std::size_t B, class T = float>
-  struct memory_plan {
-    static constexpr std::size_t alignment = detail::parameter_alignment;
-    /// Parameters, gradients, scratch and saved values: f32 under bf16.
-    using scalar = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
-    static constexpr bool bf16_activations = std::is_same_v<T, bf16>;
-    /// The first layer that computes (layer_count when none does).
-    static constexpr std::size_t first_computing = detail::first_computing_index(layers);
-    /// bf16: the input is rounded into slot 0 when the first layer that
-    /// computes may have it rounded (detail::takes_bf16_input); otherwise
-    /// that layer runs in f32 on the input as it is (token ids must stay
-    /// exact, even for an embedding inside a model used as a layer).
-    static constexpr bool input_in_bf16 = [] {
-      if constexpr (!bf16_activations) {
-        return false;
-      } else if constexpr (first_computing == layer_count) {
-        return true;
-      } else {
-        return detail::takes_bf16_input<layer<first_computing>>();
-      }
-    }();
-    /// bf16: layer k (0-based) computes in f32 on widened copies of its
-    /// input and output (it does not take bf16, or it is the first layer and
-    /// the input stays f32).
-    static constexpr std::array<bool, layer_count + 1> widened = [] {
-      std::array<bool, layer_count + 1> w{};
-      std::size_t k = 0;
-      boost::hana::for_each(layers, [&](auto t) {
-        using L = typename decltype(t)::type;
-        w[k] = bf16_activations && !L::is_view &&
-               (!detail::takes_bf16_activations<L>() || (k == first_computing && !input_in_bf16));
-        ++k;
-      });
-      return w;
-    }();
-    /// A layer's saved and workspace elements, as it runs (in f32 when widened).
-    template <class L>
-    static constexpr std::size_t saved_of(bool in_f32) {
-      return in_f32 ? detail::saved_of<L, B, scalar>() : detail::saved_of<L, B, T>();
-    }
-    template <class L>
-    static constexpr std::size_t workspace_of(bool in_f32) {
-      return in_f32 ? detail::workspace_of<L, B, scalar>() : detail::workspace_of<L, B, T>();
-    }
-
-    /// Element sizes of each slot: slot 0 is the input, slot k the output of
-    /// layer k; a view layer (flatten) shares its input's slot.
-    static constexpr std::array<std::size_t, layer_count + 1> slot = [] {
-      std::array<std::size_t, layer_count + 1> s{};
-      std::size_t next = 1;
-      std::size_t k = 1;
-      boost::hana::for_each(layers, [&](auto t) {
-        using L = typename decltype(t)::type;
-        s[k] = L::is_view ? s[k - 1] : next++;
-        ++k;
-      });
-      return s;
-    }();
-    static constexpr std::array<std::size_t, layer_count + 1> activation_offset = [] {
-      std::array<std::size_t, layer_count + 1> sizes{input_shape_type::size * B};
-      std::size_t k = 1;
-      boost::hana::for_each(layers, [&](auto t) { sizes[k++] = decltype(t)::type::output_shape::size * B; });
-      std::array<std::size_t, layer_count + 1> off{};
-      std::size_t at = 0;
-      for (std::size_t i = 0; i <= layer_count; ++i) {
-        if (i > 0 && slot[i] == slot[i - 1]) {
-          off[i] = off[i - 1];
-        } else {
-          off[i] = at;
-          at = detail::round_up(at + sizes[i], alignment);
-        }
-      }
-      return off;
-    }();
-    static constexpr std::size_t activation_elements = [] {
-      std::size_t at = detail::round_up(input_shape_type::size * B, alignment);
-      boost::hana::for_each(layers, [&](auto t) {
-        using L = typename decltype(t)::type;
-        if (!L::is_view) at += detail::round_up(L::output_shape::size * B, alignment);
-      });
-      return at;
-    }();
-    /// Two ping-pong buffers, each as large as the largest activation.
-    static constexpr std::size_t gradient_slot_elements = [] {
-      std::size_t m = input_shape_type::size;
-      boost::hana::for_each(layers, [&](auto t) { m = std::max(m, decltype(t)::type::output_shape::size); });
-      return detail::round_up(m * B, alignment);
-    }();
-    static constexpr std::size_t gradient_elements = 2 * gradient_slot_elements;
-    /// Working memory a layer borrows during its forward or backward (a
-    /// convolution's unfolded input): the largest any layer asks for, shared
-    /// since layers run one after another.
-    static constexpr std::size_t scratch_elements = [] {
-      std::size_t m = 0, k = 0;
-      boost::hana::for_each(layers, [&](auto t) {
-        m = std::max(m, workspace_of<typename decltype(t)::type>(widened[k]));
-        ++k;
-      });
-      return detail::round_up(m, alignment);
-    }();
-    static constexpr std::size_t scratch_bytes = scratch_elements * sizeof(scalar);
-    /// What each layer keeps from its forward to its backward (the
-    /// activations inside a residual, attention probabilities), one region each.
-    static constexpr std::array<std::size_t, layer_count + 1> saved_offset = [] {
-      std::array<std::size_t, layer_count + 1> off{};
-      std::size_t at = 0, k = 0;
-      boost::hana::for_each(layers, [&](auto t) {
-        off[k] = at;
-        at += detail::round_up(saved_of<typename decltype(t)::type>(widened[k]), alignment);
-        ++k;
-      });
-      off[layer_count] = at;
-      return off;
-    }();
-    static constexpr std::size_t saved_elements = saved_offset[layer_count];
-    static constexpr std::size_t saved_bytes = saved_elements * sizeof(scalar);
-
-    /// Under bf16: f32 room for the input and output of the widest layer
-    /// that computes in f32 on widened copies (`widened`); 0 when none does.
-    static constexpr std::size_t widened_elements = [] {
-      std::size_t m = 0, k = 0;
-      boost::hana::for_each(layers, [&](auto t) {
-        if (widened[k]) m = std::max(m, detail::f32_room_of<typename decltype(t)::type, B>());
-        ++k;
-      });
-      return m;
-    }();
-    static constexpr std::size_t widened_bytes = widened_elements * sizeof(scalar);
-
-    static constexpr std::size_t activation_bytes = activation_elements * sizeof(T);
-    static constexpr std::size_t gradient_bytes = gradient_elements * sizeof(scalar);
-    static constexpr std::size_t parameter_bytes = parameters::buffer_size * sizeof(scalar);
+  struct memory_plan : detail::model_plan<layer_types, input_shape_type, B, T> {
+    using base = detail::model_plan<layer_types, input_shape_type, B, T>;
+    static constexpr std::size_t parameter_bytes = parameters::buffer_size * sizeof(typename base::scalar);
     /// Under bf16: the step's bf16 copy of the parameters, which GEMMs read.
-    static constexpr std::size_t gemm_weight_bytes = bf16_activations ? parameters::buffer_size * sizeof(bf16) : 0;
+    static constexpr std::size_t gemm_weight_bytes = base::bf16_activations ? parameters::buffer_size * sizeof(bf16) : 0;
     /// Parameters, their gradients, activations, activation gradients,
     /// scratch, saved values, and under bf16 the weights' copy and the
     /// widened room.
-    static constexpr std::size_t total_bytes = 2 * parameter_bytes + activation_bytes + gradient_bytes + scratch_bytes +
-                                               saved_bytes + gemm_weight_bytes + widened_bytes;
+    static constexpr std::size_t total_bytes = 2 * parameter_bytes + base::activation_bytes + base::gradient_bytes +
+                                               base::scratch_bytes + base::saved_bytes + gemm_weight_bytes +
+                                               base::widened_bytes;
   };
 
   /// The model as a table: one row per layer with its shapes, the
   /// parameters it owns and the weights it shares with other layers; the
   /// layers inside a residual or a model used as a layer follow it, indented.
   static std::string summary() {
-    namespace hana = boost::hana;
     std::string out = fmt::format("{:>3}  {:<34} {:<16} {:<16} {:>12}  {}\n", "#", "layer", "input", "output",
                                   "parameters", "shares");
     out += fmt::format("{:>3}  {:<34} {:<16} {:<16} {:>12}\n", 0, "input", "", to_string(input_shape_type{}), "");
-    detail::for_each_nested(layers, [&](auto t, int depth) {
-      using L = typename decltype(t)::type;
+    detail::for_each_nested(layer_types{}, [&](auto* l, int depth) {
+      using L = std::remove_pointer_t<decltype(l)>;
       std::size_t own = 0;
       std::string shares;
-      if constexpr (!requires { L::chain::layers; }) {
-        hana::for_each(L::parameters, [&](auto p) {
-          using P = typename decltype(p)::type;
+      if constexpr (!detail::contains_layers<L>) {
+        detail::for_each_type(typename L::parameters{}, [&](auto* p) {
+          using P = std::remove_pointer_t<decltype(p)>;
           const auto users = positions_using<typename P::tag>();
           if (users.front() == L::position) own += P::shape_type::size;
           if (users.size() > 1) {
@@ -358,7 +326,7 @@ struct model {
       if (name.size() > 34) name = name.substr(0, 31) + "...";  // the full name is in signature()
       out += fmt::format(
           "{:>3}  {:<34} {:<16} {:<16} {:>12}  {}\n", L::position, name, to_string(typename L::input_shape{}),
-          to_string(typename L::output_shape{}), requires { L::chain::layers; } ? std::string() : group_digits(own),
+          to_string(typename L::output_shape{}), detail::contains_layers<L> ? std::string() : group_digits(own),
           shares);
     });
     out += fmt::format("total parameters: {}\n", group_digits(parameter_count));
@@ -369,19 +337,18 @@ struct model {
   /// parameter's (and state value's) tag and shape, in order. Derived from
   /// the type alone, so two builds of one model agree; checkpoints carry it.
   static std::string signature() {
-    namespace hana = boost::hana;
     std::string s = fmt::format("input {}\n", to_string(input_shape_type{}));
-    detail::for_each_nested(layers, [&](auto t, int) {
-      using L = typename decltype(t)::type;
+    detail::for_each_nested(layer_types{}, [&](auto* l, int) {
+      using L = std::remove_pointer_t<decltype(l)>;
       s += fmt::format("{} {} {} -> {}\n", L::position, L::spec::name(), to_string(typename L::input_shape{}),
                        to_string(typename L::output_shape{}));
     });
-    hana::for_each(parameter_list, [&](auto p) {
-      using P = typename decltype(p)::type;
+    detail::for_each_type(parameter_types{}, [&](auto* p) {
+      using P = std::remove_pointer_t<decltype(p)>;
       s += fmt::format("param {} {}\n", detail::type_name<typename P::tag>(), to_string(typename P::shape_type{}));
     });
-    hana::for_each(state_list, [&](auto p) {
-      using P = typename decltype(p)::type;
+    detail::for_each_type(state_types{}, [&](auto* p) {
+      using P = std::remove_pointer_t<decltype(p)>;
       s += fmt::format("state {} {}\n", detail::type_name<typename P::tag>(), to_string(typename P::shape_type{}));
     });
     return s;
@@ -392,12 +359,13 @@ struct model {
   template <class Tag>
   static std::vector<std::size_t> positions_using() {
     std::vector<std::size_t> users;
-    detail::for_each_nested(layers, [&](auto t, int) {
-      using L = typename decltype(t)::type;
-      if constexpr (!requires { L::chain::layers; }) {
+    detail::for_each_nested(layer_types{}, [&](auto* l, int) {
+      using L = std::remove_pointer_t<decltype(l)>;
+      if constexpr (!detail::contains_layers<L>) {
         bool uses = false;
-        boost::hana::for_each(L::parameters,
-                              [&](auto p) { uses = uses || std::is_same_v<typename decltype(p)::type::tag, Tag>; });
+        detail::for_each_type(typename L::parameters{}, [&](auto* p) {
+          uses = uses || std::is_same_v<typename std::remove_pointer_t<decltype(p)>::tag, Tag>;
+        });
         if (uses) users.push_back(L::position);
       }
     });

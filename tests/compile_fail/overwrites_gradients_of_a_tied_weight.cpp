@@ -20,8 +20,7 @@ struct scale_by_shared {
 #else
     static constexpr bool overwrites_gradients = false;
 #endif
-    static constexpr auto parameters =
-        boost::hana::tuple_t<kiln::param<shared, kiln::shape<In::size>, kiln::init::ones>>;
+    using parameters = kiln::param_list<kiln::param<shared, kiln::shape<In::size>, kiln::init::ones>>;
     template <class Ctx>
     static void forward(const Ctx& c) {
       const auto* s = c.template param<shared>();

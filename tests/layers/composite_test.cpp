@@ -24,14 +24,14 @@ struct block : model<input<6>, dense<6>, gelu> {};
 struct tok;
 
 using cases = ::testing::Types<
-    case_<model<input<5>, dense<6>, dropout<0.3>, dense<3>>, softmax_cross_entropy<>>,
+    case_<model<input<5>, dense<6>, dropout<3, 10>, dense<3>>, softmax_cross_entropy<>>,
     case_<model<input<5>, dense<6>, batch_norm, relu, dense<3>>, softmax_cross_entropy<>>,
     case_<model<input<2, 5, 5>, conv2d<3, 3>, batch_norm, kiln::tanh, flatten, dense<3>>, mse>,
     case_<model<input<5>, dense<6>, residual<dense<6>, kiln::tanh, dense<6>>, dense<3>>, softmax_cross_entropy<>>,
     case_<model<input<5>, dense<6>, block, block, dense<3>>, softmax_cross_entropy<>>,
     case_<model<input<4, 5>, position_wise<dense<6>>, gelu, position_wise<dense<3>>>, softmax_cross_entropy<>>,
     case_<model<input<4, 6>, causal_self_attention<2>, position_wise<dense<3>>>, softmax_cross_entropy<>>,
-    case_<model<input<4, 6>, residual<layer_norm, residual<position_wise<dense<6>>>, dropout<0.2>>, softmax>, mse>,
+    case_<model<input<4, 6>, residual<layer_norm, residual<position_wise<dense<6>>>, dropout<1, 5>>, softmax>, mse>,
     case_<model<input_tokens<4>, embedding<7, 8, tied<tok>>, position_embedding, transformer_block<2, 12>, layer_norm,
                 unembed<tied<tok>>>,
           softmax_cross_entropy<>>>;
@@ -104,7 +104,7 @@ TYPED_TEST(backward_writes, every_gradient_whatever_the_buffer_held) {
 
 // ---- dropout -----------------------------------------------------------------
 
-using drop_net = model<input<1000>, dropout<0.25>>;
+using drop_net = model<input<1000>, dropout<1, 4>>;
 
 TEST(dropout, drops_the_rate_and_scales_the_rest_in_train_mode) {
   auto p = compile<drop_net, batch<4>, precision<double>, mse>(5);
@@ -162,7 +162,7 @@ TEST(dropout, copies_and_assignments_carry_the_mode_seed_and_step) {
 }
 
 TEST(dropout, train_step_advances_the_step_and_restores_the_mode) {
-  auto p = compile<model<input<4>, dense<3>, dropout<0.5>>, batch<2>, mse>(1);
+  auto p = compile<model<input<4>, dense<3>, dropout<1, 2>>, batch<2>, mse>(1);
   p.set_training(false);
   const std::vector<float> t(6, 0.5f);
   sgd opt{.lr = 0.1f};

@@ -43,10 +43,10 @@ static_assert(layout::offsets[2] % detail::parameter_alignment == 0);
 static_assert(layout::buffer_size >= mlp::parameter_count);
 
 // Initialisation follows the next layer: He before relu, Glorot otherwise.
-constexpr auto params = mlp::parameter_list;
-using first_weight = typename decltype(+boost::hana::at_c<0>(params))::type;
-using last_weight = typename decltype(+boost::hana::at_c<4>(params))::type;
-using first_bias = typename decltype(+boost::hana::at_c<1>(params))::type;
+using params = mlp::parameter_types;
+using first_weight = detail::list_at_t<0, params>;
+using last_weight = detail::list_at_t<4, params>;
+using first_bias = detail::list_at_t<1, params>;
 static_assert(first_weight::initializer == static_cast<int>(init::he_normal));
 static_assert(first_weight::fan_in == 784 && first_weight::fan_out == 256);
 static_assert(last_weight::initializer == static_cast<int>(init::glorot_uniform));

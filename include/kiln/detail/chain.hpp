@@ -19,21 +19,11 @@
 #include <type_traits>
 #include <utility>
 
-#include <boost/hana/at.hpp>
-#include <boost/hana/basic_tuple.hpp>
-#include <boost/hana/flatten.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/length.hpp>
-#include <boost/hana/prepend.hpp>
-#include <boost/hana/range.hpp>
-#include <boost/hana/transform.hpp>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-
 #include <kiln/bf16.hpp>
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/parameter_layout.hpp>
+#include <kiln/detail/type_list.hpp>
 #include <kiln/detail/type_name.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -45,7 +35,6 @@ inline constexpr bool a_model_used_as_a_layer_receives_the_input_it_declares =
 }  // namespace kiln::diagnostics
 
 namespace kiln::detail {
-namespace hana = boost::hana;
 
 template <class M>
 struct submodel;
@@ -78,22 +67,21 @@ template <class Spec, class In, std::size_t Position, class Declared>
 using bound_t = typename as_layer_t<Spec>::template bind<In, Position, Declared>;
 
 /// Binds Specs... in order, each to the output shape of the one before.
-/// (A plain recursive struct rather than hana::fold_left: when a layer
-/// rejects its input, the compiler's context then lists one short line per
-/// layer instead of a screenful of fold internals.)
+/// (A plain recursive struct: when a layer rejects its input, the
+/// compiler's context lists one short line per layer.)
 template <class Declared, class In, std::size_t Position, class Done, class... Todo>
 struct bind_chain;
 template <class Declared, class In, std::size_t Position, class... Done>
-struct bind_chain<Declared, In, Position, hana::basic_tuple<Done...>> {
-  static constexpr auto layers = hana::tuple_t<Done...>;
+struct bind_chain<Declared, In, Position, type_list<Done...>> {
+  using layers = type_list<Done...>;
   static constexpr std::size_t next_position = Position;
   using output_shape = In;
 };
 template <class Declared, class In, std::size_t Position, class... Done, class Spec, class... Rest>
-struct bind_chain<Declared, In, Position, hana::basic_tuple<Done...>, Spec, Rest...>
+struct bind_chain<Declared, In, Position, type_list<Done...>, Spec, Rest...>
     : bind_chain<Declared, typename bound_t<Spec, In, Position, Declared>::output_shape,
                  Position + positions_of<bound_t<Spec, In, Position, Declared>>(),
-                 hana::basic_tuple<Done..., bound_t<Spec, In, Position, Declared>>, Rest...> {};
+                 type_list<Done..., bound_t<Spec, In, Position, Declared>>, Rest...> {};
 
 template <class Spec>
 struct declared_by {
@@ -104,22 +92,22 @@ requires requires { typename as_layer_t<Spec>::declared_parameters; }
 struct declared_by<Spec> {
   using type = typename as_layer_t<Spec>::declared_parameters;
 };
-template <class... Lists>
-struct concat_declared;
-template <>
-struct concat_declared<> {
-  using type = declared_parameters<>;
-};
+template <class List>
+struct as_declared;
 template <class... P>
-struct concat_declared<declared_parameters<P...>> {
+struct as_declared<type_list<P...>> {
   using type = declared_parameters<P...>;
 };
-template <class... P, class... Q, class... Rest>
-struct concat_declared<declared_parameters<P...>, declared_parameters<Q...>, Rest...>
-    : concat_declared<declared_parameters<P..., Q...>, Rest...> {};
+template <class Declared>
+struct declared_list;
+template <class... P>
+struct declared_list<declared_parameters<P...>> {
+  using type = type_list<P...>;
+};
 /// Every parameter that Specs... (and what they contain) declare by tag.
 template <class... Specs>
-using declared_of = typename concat_declared<typename declared_by<Specs>::type...>::type;
+using declared_of =
+    typename as_declared<join_t<typename declared_list<typename declared_by<Specs>::type>::type...>>::type;
 
 constexpr int resolve_init(init declared, init hint) {
   return static_cast<int>(declared == init::automatic ? hint : declared);
@@ -139,53 +127,90 @@ struct stored_param_for<P, Hint, Owner> {
   using type = P;
 };
 
-/// Every parameter of every bound layer, with `init::automatic` resolved from
-/// the layer that follows (He before relu, Glorot otherwise).
-template <class... Specs, class Bound>
-constexpr auto collect_parameters(Bound bound) {
-  constexpr std::array<init, sizeof...(Specs) + 1> hints{init_hint_of<Specs>()..., init::glorot_uniform};
-  auto per_layer = hana::transform(hana::to_tuple(hana::make_range(hana::size_c<0>, hana::length(bound))), [&](auto i) {
-    using B = typename decltype(+hana::at(bound, i))::type;
-    constexpr init hint = hints[decltype(i)::value + 1];
-    return hana::transform(B::parameters, [](auto p) {
-      return hana::type_c<
-          typename stored_param_for<typename decltype(p)::type, hint, layer_at<B::position, typename B::spec>>::type>;
-    });
-  });
-  return hana::flatten(per_layer);
-}
+/// A bound layer's parameters as the model stores them (owner: the layer).
+template <class B, init Hint, class List = typename B::parameters>
+struct stored_params_of;
+template <class B, init Hint, class... P>
+struct stored_params_of<B, Hint, type_list<P...>> {
+  using type = type_list<typename stored_param_for<P, Hint, layer_at<B::position, typename B::spec>>::type...>;
+};
+
+/// The initialisation hint of the spec after each of Specs... (Glorot after the last).
+template <class... Specs>
+inline constexpr std::array<init, sizeof...(Specs) + 1> hints_after{init_hint_of<Specs>()..., init::glorot_uniform};
+
+/// Every parameter of every bound layer of Bound (a type_list, bound from
+/// Specs), with `init::automatic` resolved from the layer that follows (He
+/// before relu, Glorot otherwise): one pack expansion, no walk.
+template <class Bound, class Specs, class Seq = std::make_index_sequence<Bound::size>>
+struct collect_parameters;
+template <class... B, class... S, std::size_t... I>
+struct collect_parameters<type_list<B...>, type_list<S...>, std::index_sequence<I...>> {
+  using type = join_t<typename stored_params_of<B, hints_after<S...>[I + 1]>::type...>;
+};
+template <class Bound, class Specs>
+using collect_parameters_t = typename collect_parameters<Bound, Specs>::type;
 
 /// The state (non-trained values such as running statistics) of a bound layer.
 template <class B>
-constexpr auto state_of() {
-  if constexpr (requires { B::state; }) {
-    return B::state;
-  } else {
-    return hana::tuple_t<>;
-  }
-}
+struct state_of {
+  using type = type_list<>;
+};
+template <class B>
+requires requires { typename B::state; }
+struct state_of<B> {
+  using type = typename B::state;
+};
+template <class B>
+using state_of_t = typename state_of<B>::type;
+
+template <class B, class List = state_of_t<B>>
+struct stored_state_of;
+template <class B, class... P>
+struct stored_state_of<B, type_list<P...>> {
+  using type = type_list<typename stored_param_for<P, init::zeros, layer_at<B::position, typename B::spec>>::type...>;
+};
 template <class Bound>
-constexpr auto collect_state(Bound bound) {
-  return hana::flatten(hana::transform(bound, [](auto t) {
-    using B = typename decltype(t)::type;
-    return hana::transform(state_of<B>(), [](auto p) {
-      return hana::type_c<typename stored_param_for<typename decltype(p)::type, init::zeros,
-                                                    layer_at<B::position, typename B::spec>>::type>;
-    });
-  }));
-}
+struct collect_state;
+template <class... B>
+struct collect_state<type_list<B...>> {
+  using type = join_t<typename stored_state_of<B>::type...>;
+};
+template <class Bound>
+using collect_state_t = typename collect_state<Bound>::type;
+
+/// True for a layer whose body is a chain of layers (residual, a model used
+/// as a layer, transformer_block).
+template <class L>
+concept contains_layers = requires { typename L::chain::layers; };
 
 /// Every bound layer, those inside others right after the layer that holds them.
+template <class L>
+struct nested_layers {
+  using type = type_list<L>;
+};
 template <class Bound>
-constexpr auto flatten_nested(Bound bound) {
-  return hana::flatten(hana::transform(bound, [](auto t) {
-    using L = typename decltype(t)::type;
-    if constexpr (requires { L::chain::layers; }) {
-      return hana::prepend(flatten_nested(L::chain::layers), t);
-    } else {
-      return hana::make_tuple(t);
-    }
-  }));
+struct flatten_nested;
+template <class... B>
+struct flatten_nested<type_list<B...>> {
+  using type = join_t<typename nested_layers<B>::type...>;
+};
+template <contains_layers L>
+struct nested_layers<L> {
+  using type = join_t<type_list<L>, typename flatten_nested<typename L::chain::layers>::type>;
+};
+template <class Bound>
+using flatten_nested_t = typename flatten_nested<Bound>::type;
+
+/// Calls f(L*, depth) for every bound layer of Bound, the contents of a layer
+/// that contains layers right after it (depth + 1).
+template <class Bound, class F>
+void for_each_nested(Bound bound, F&& f, int depth = 0) {
+  for_each_type(bound, [&](auto* l) {
+    using L = std::remove_pointer_t<decltype(l)>;
+    f(l, depth);
+    if constexpr (contains_layers<L>) for_each_nested(typename L::chain::layers{}, f, depth + 1);
+  });
 }
 
 /// True when a bound layer's forward and backward take bf16 activations (it
@@ -247,19 +272,13 @@ constexpr bool takes_bf16_input() {
   }
 }
 
-/// The index of the first bound layer of `layers` (a hana tuple of types)
-/// that computes, i.e. is not a view; the tuple's length when none does.
-template <class Layers>
-constexpr std::size_t first_computing_index(Layers layers) {
+/// The index of the first bound layer of Bound (a type_list) that computes,
+/// i.e. is not a view; Bound::size when none does.
+template <class... L>
+constexpr std::size_t first_computing_index(type_list<L...>) {
+  constexpr std::array<bool, sizeof...(L) + 1> view{L::is_view..., false};
   std::size_t k = 0;
-  bool found = false;
-  hana::for_each(layers, [&](auto t) {
-    if (found || !decltype(t)::type::is_view) {
-      found = true;
-    } else {
-      ++k;
-    }
-  });
+  while (k < sizeof...(L) && view[k]) ++k;
   return k;
 }
 
@@ -343,6 +362,47 @@ void backward_stored(const Ctx& c, typename Ctx::scalar* room, const typename Ct
   }
 }
 
+/// The memory of a chain of bound layers L... fed In, for a batch of B with
+/// activations stored as A (see sub_chain): every table is one pack
+/// expansion and one loop.
+template <class Layers, Shape In, std::size_t B, class A>
+struct chain_plan;
+template <class... L, Shape In, std::size_t B, class A>
+struct chain_plan<type_list<L...>, In, B, A> {
+  static constexpr std::size_t count = sizeof...(L);
+  static constexpr std::array<bool, count + 1> view{L::is_view..., false};
+  static constexpr std::array<std::size_t, count + 1> output_size{L::output_shape::size..., 0};
+  /// Layer k's output is stored at index store[k] (its own, or that of the
+  /// layer it views; −1: the chain's input).
+  static constexpr std::array<int, count + 1> store = [] {
+    std::array<int, count + 1> s{};
+    for (std::size_t k = 0; k < count; ++k)
+      s[k] = view[k] ? (k == 0 ? -1 : s[k - 1]) : static_cast<int>(k);
+    return s;
+  }();
+  static constexpr std::array<std::size_t, count + 1> output_offset = [] {
+    std::array<std::size_t, count + 1> o{};
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      o[k] = at;
+      if (!view[k]) at += round_up(activation_units<A>(output_size[k] * B), parameter_alignment);
+    }
+    o[count] = at;
+    return o;
+  }();
+  static constexpr std::size_t activation_elements = output_offset[count];
+  static constexpr auto saved_offset =
+      aligned_regions(std::array<std::size_t, count>{saved_of<L, B, A>()...}, activation_elements);
+  static constexpr std::size_t saved_elements = saved_offset[count];
+  static constexpr std::size_t slot_elements =
+      round_up(std::max({In::size, L::output_shape::size...}) * B, parameter_alignment);
+  /// The largest workspace of a contained layer, then the widened room.
+  static constexpr std::size_t layer_workspace_elements =
+      round_up(std::max({std::size_t{0}, workspace_of<L, B, A>()...}), parameter_alignment);
+  static constexpr std::size_t widened_elements = std::max({std::size_t{0}, widened_room_of<L, B, A>()...});
+  static constexpr std::size_t workspace_elements = 2 * slot_elements + layer_workspace_elements + widened_elements;
+};
+
 /// Specs... bound one after another from input In, run as one: the body of
 /// a layer that contains layers. Its memory, all inside the containing
 /// layer's `saved` (kept) and `workspace` (borrowed) elements, for
@@ -355,78 +415,26 @@ void backward_stored(const Ctx& c, typename Ctx::scalar* room, const typename Ct
 /// accumulate their outputs there (ctx.wide).
 template <class Declared, Shape In, std::size_t Position, class... Specs>
 struct sub_chain {
-  using bound = bind_chain<Declared, In, Position, hana::basic_tuple<>, Specs...>;
-  static constexpr auto layers = bound::layers;
+  using bound = bind_chain<Declared, In, Position, type_list<>, Specs...>;
+  /// The bound layers, in order (a type_list).
+  using layers = typename bound::layers;
   static constexpr std::size_t count = sizeof...(Specs);
   /// Positions taken by the contents.
   static constexpr std::size_t positions = bound::next_position - Position;
   using output_shape = typename bound::output_shape;
   template <std::size_t I>
-  using layer = typename decltype(+hana::at_c<I>(layers))::type;
+  using layer = list_at_t<I, layers>;
 
-  static constexpr auto parameters = collect_parameters<as_layer_t<Specs>...>(layers);
-  static constexpr auto state = collect_state(layers);
+  using parameters = collect_parameters_t<layers, type_list<as_layer_t<Specs>...>>;
+  using state = collect_state_t<layers>;
 
   template <std::size_t B, class A = float>
-  struct plan {
-    /// Layer k's output is stored at index store[k] (its own, or that of the
-    /// layer it views; −1: the chain's input).
-    static constexpr std::array<int, count> store = [] {
-      std::array<int, count> s{};
-      int k = 0;
-      hana::for_each(layers, [&](auto t) {
-        s[static_cast<std::size_t>(k)] =
-            decltype(t)::type::is_view ? (k == 0 ? -1 : s[static_cast<std::size_t>(k - 1)]) : k;
-        ++k;
-      });
-      return s;
-    }();
-    static constexpr std::array<std::size_t, count + 1> output_offset = [] {
-      std::array<std::size_t, count + 1> o{};
-      std::size_t at = 0, k = 0;
-      hana::for_each(layers, [&](auto t) {
-        using L = typename decltype(t)::type;
-        o[k++] = at;
-        if (!L::is_view) at += round_up(activation_units<A>(L::output_shape::size * B), parameter_alignment);
-      });
-      o[count] = at;
-      return o;
-    }();
-    static constexpr std::size_t activation_elements = output_offset[count];
-    static constexpr std::array<std::size_t, count + 1> saved_offset = [] {
-      std::array<std::size_t, count + 1> o{};
-      std::size_t at = activation_elements, k = 0;
-      hana::for_each(layers, [&](auto t) {
-        o[k++] = at;
-        at += round_up(saved_of<typename decltype(t)::type, B, A>(), parameter_alignment);
-      });
-      o[count] = at;
-      return o;
-    }();
-    static constexpr std::size_t saved_elements = saved_offset[count];
-    static constexpr std::size_t slot_elements = [] {
-      std::size_t m = In::size;
-      hana::for_each(layers, [&](auto t) { m = std::max(m, decltype(t)::type::output_shape::size); });
-      return round_up(m * B, parameter_alignment);
-    }();
-    /// The largest workspace of a contained layer, then the widened room.
-    static constexpr std::size_t layer_workspace_elements = [] {
-      std::size_t m = 0;
-      hana::for_each(layers, [&](auto t) { m = std::max(m, workspace_of<typename decltype(t)::type, B, A>()); });
-      return round_up(m, parameter_alignment);
-    }();
-    static constexpr std::size_t widened_elements = [] {
-      std::size_t m = 0;
-      hana::for_each(layers, [&](auto t) { m = std::max(m, widened_room_of<typename decltype(t)::type, B, A>()); });
-      return m;
-    }();
-    static constexpr std::size_t workspace_elements = 2 * slot_elements + layer_workspace_elements + widened_elements;
-  };
+  using plan = chain_plan<layers, In, B, A>;
 
   template <std::size_t B, class T>
   static void reserve(gemm_scratch<T>& g) {
-    hana::for_each(layers, [&](auto t) {
-      using L = typename decltype(t)::type;
+    for_each_type(layers{}, [&](auto* l) {
+      using L = std::remove_pointer_t<decltype(l)>;
       if constexpr (requires { L::template reserve<B, T>(g); }) L::template reserve<B, T>(g);
     });
   }
@@ -485,20 +493,16 @@ struct sub_chain {
   /// Runs the contents on c.x; c.saved and c.scratch are the chain's.
   template <class Ctx>
   static void forward(const Ctx& c) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (
-          [&] {
-            if constexpr (!layer<I>::is_view)
-              forward_stored<layer<I>>(context_of<I>(c), widened_room(c),
-                                       /*wide: the free gradient buffers*/ c.scratch);
-          }(),
-          ...);
-    }
-    (std::make_index_sequence<count>{});
+    for_each_index<count>([&](auto i) {
+      using L = layer<decltype(i)::value>;
+      if constexpr (!L::is_view)
+        forward_stored<L>(context_of<decltype(i)::value>(c), widened_room(c),
+                          /*wide: the free gradient buffers*/ c.scratch);
+    });
   }
 
   /// The first contained layer that computes (count when none does).
-  static constexpr std::size_t first_computing = first_computing_index(layers);
+  static constexpr std::size_t first_computing = first_computing_index(layers{});
   /// The chain's input may be rounded to bf16 (see takes_bf16_input).
   static constexpr bool bf16_input = [] {
     if constexpr (first_computing == count) {
@@ -516,28 +520,23 @@ struct sub_chain {
     const T* g = c.dy;
     int current = -1;
     bool reached_input = false;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (
-          [&] {
-            constexpr std::size_t k = count - 1 - I;
-            using L = layer<k>;
-            if constexpr (!L::is_view) {
-              Ctx s = context_of<k>(c);
-              s.dy = g;
-              if constexpr (k == first_computing) {
-                s.dx = c.dx;
-                reached_input = true;
-              } else {
-                current = current == 0 ? 1 : 0;
-                s.dx = c.scratch + static_cast<std::size_t>(current) * plan_of<Ctx>::slot_elements;
-              }
-              backward_stored<L>(s, widened_room(c));
-              g = s.dx;
-            }
-          }(),
-          ...);
-    }
-    (std::make_index_sequence<count>{});
+    for_each_index<count>([&](auto i) {
+      constexpr std::size_t k = count - 1 - decltype(i)::value;
+      using L = layer<k>;
+      if constexpr (!L::is_view) {
+        Ctx s = context_of<k>(c);
+        s.dy = g;
+        if constexpr (k == first_computing) {
+          s.dx = c.dx;
+          reached_input = true;
+        } else {
+          current = current == 0 ? 1 : 0;
+          s.dx = c.scratch + static_cast<std::size_t>(current) * plan_of<Ctx>::slot_elements;
+        }
+        backward_stored<L>(s, widened_room(c));
+        g = s.dx;
+      }
+    });
     if (!reached_input && c.dx) std::copy_n(g, In::size * Ctx::batch, c.dx);
   }
 };
@@ -550,8 +549,8 @@ template <class Chain>
 struct chain_layer {
   using chain = Chain;
   static constexpr std::size_t positions = 1 + Chain::positions;
-  static constexpr auto parameters = Chain::parameters;
-  static constexpr auto state = Chain::state;
+  using parameters = typename Chain::parameters;
+  using state = typename Chain::state;
   template <std::size_t B, class A = float>
   static constexpr std::size_t saved = Chain::template plan<B, A>::saved_elements;
   template <std::size_t B, class A = float>

@@ -6,7 +6,6 @@
 #include <cstddef>
 
 #include <Eigen/Core>
-#include <boost/hana/tuple.hpp>
 
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/layer.hpp>
@@ -26,7 +25,7 @@ struct elementwise_layer {
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<Spec, In, Position> {
     using output_shape = In;
-    static constexpr auto parameters = boost::hana::tuple_t<>;
+    using parameters = param_list<>;
     static constexpr bool bf16_activations = true;
 
     template <class Ctx>

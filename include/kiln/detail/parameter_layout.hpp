@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <type_traits>
 
+#include <kiln/detail/type_list.hpp>
+
 namespace kiln::detail {
 
 /// Parameters start on 16-element boundaries (64 bytes in f32) so that every
@@ -14,6 +16,17 @@ namespace kiln::detail {
 inline constexpr std::size_t parameter_alignment = 16;
 
 constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+/// Where consecutive regions of the given sizes start when each starts
+/// aligned, from `start` on; the last entry is where the last region ends.
+template <std::size_t N>
+constexpr std::array<std::size_t, N + 1> aligned_regions(const std::array<std::size_t, N>& sizes,
+                                                         std::size_t start = 0) {
+  std::array<std::size_t, N + 1> at{};
+  at[0] = start;
+  for (std::size_t i = 0; i < N; ++i) at[i + 1] = at[i] + round_up(sizes[i], parameter_alignment);
+  return at;
+}
 
 /// A parameter as the model stores it: one per tag, with the resolved
 /// initialiser and the fan-in/fan-out that initialiser uses.
@@ -31,32 +44,28 @@ template <class... P>
 struct parameter_layout {
   static constexpr std::size_t tensor_count = sizeof...(P);
   static constexpr std::array<std::size_t, sizeof...(P)> sizes{P::shape_type::size...};
+  /// The parameters, in buffer order.
+  using list = type_list<P...>;
 
   /// Elements that are parameters (excluding alignment padding).
-  static constexpr std::size_t count = (std::size_t{0} + ... + P::shape_type::size);
-
-  static constexpr std::array<std::size_t, sizeof...(P)> offsets = [] {
-    std::array<std::size_t, sizeof...(P)> o{};
-    std::size_t at = 0;
-    for (std::size_t i = 0; i < sizeof...(P); ++i) {
-      o[i] = at;
-      at = round_up(at + sizes[i], parameter_alignment);
-    }
-    return o;
+  static constexpr std::size_t count = [] {
+    std::size_t n = 0;
+    for (std::size_t s : sizes) n += s;
+    return n;
   }();
+
+  /// Where each parameter starts; the last entry is the buffer's size.
+  static constexpr std::array<std::size_t, sizeof...(P) + 1> offsets = aligned_regions(sizes);
 
   /// Elements of the flat buffer, padding included.
-  static constexpr std::size_t buffer_size = [] {
-    std::size_t at = 0;
-    for (std::size_t s : sizes) at = round_up(at + s, parameter_alignment);
-    return at;
-  }();
+  static constexpr std::size_t buffer_size = offsets[sizeof...(P)];
+
+  /// Tags are found by hash (O(log N) a lookup), not by comparing with each.
+  using tags = tag_index<typename P::tag...>;
 
   template <class Tag>
   static constexpr std::size_t index_of() {
-    std::size_t i = 0, found = sizeof...(P);
-    ((std::is_same_v<Tag, typename P::tag> ? (found = i, ++i) : ++i), ...);
-    return found;
+    return tags::template find<Tag>();
   }
 
   template <class Tag>
@@ -66,5 +75,15 @@ struct parameter_layout {
   requires contains<Tag>
   static constexpr std::size_t offset = offsets[index_of<Tag>()];
 };
+
+/// The layout of a type_list of parameters.
+template <class List>
+struct layout_of_list;
+template <class... P>
+struct layout_of_list<type_list<P...>> {
+  using type = parameter_layout<P...>;
+};
+template <class List>
+using layout_of_t = typename layout_of_list<List>::type;
 
 }  // namespace kiln::detail

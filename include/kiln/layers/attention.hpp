@@ -30,8 +30,6 @@
 #include <string>
 
 #include <Eigen/Core>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
@@ -69,7 +67,7 @@ struct causal_self_attention {
     using in_bias = detail::auto_tag<Position, 1>;
     using out_weight = detail::auto_tag<Position, 2>;
     using out_bias = detail::auto_tag<Position, 3>;
-    static constexpr auto parameters = boost::hana::tuple_t<
+    using parameters = param_list<
         param<in_weight, shape<3 * D, D>, init::glorot_uniform>, param<in_bias, shape<3 * D>, init::zeros>,
         param<out_weight, shape<D, D>, init::glorot_uniform>, param<out_bias, shape<D>, init::zeros>>;
 

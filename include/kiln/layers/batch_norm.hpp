@@ -27,8 +27,6 @@
 #include <cstddef>
 #include <string>
 
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
@@ -56,10 +54,8 @@ struct batch_norm {
     using bias_tag = detail::auto_tag<Position, 1>;
     using mean_tag = detail::auto_tag<Position, 2>;  // state, not parameters
     using variance_tag = detail::auto_tag<Position, 3>;
-    static constexpr auto parameters =
-        boost::hana::tuple_t<param<gain_tag, shape<C>, init::ones>, param<bias_tag, shape<C>, init::zeros>>;
-    static constexpr auto state =
-        boost::hana::tuple_t<param<mean_tag, shape<C>, init::zeros>, param<variance_tag, shape<C>, init::ones>>;
+    using parameters = param_list<param<gain_tag, shape<C>, init::ones>, param<bias_tag, shape<C>, init::zeros>>;
+    using state = param_list<param<mean_tag, shape<C>, init::zeros>, param<variance_tag, shape<C>, init::ones>>;
 
     template <std::size_t B>
     static constexpr std::size_t saved_for() {

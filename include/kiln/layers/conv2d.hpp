@@ -39,8 +39,6 @@
 
 #include <fmt/format.h>
 #include <Eigen/Core>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
@@ -111,8 +109,7 @@ struct conv2d {
     static constexpr bool bf16_activations = true;
     using weight_tag = detail::auto_tag<Position, 0>;
     using bias_tag = detail::auto_tag<Position, 1>;
-    static constexpr auto parameters =
-        boost::hana::tuple_t<param<weight_tag, shape<F, C, Kernel, Kernel>, init::automatic>,
+    using parameters = param_list<param<weight_tag, shape<F, C, Kernel, Kernel>, init::automatic>,
                              param<bias_tag, shape<F>, init::zeros>>;
 
     /// The unfolded input (in bf16, half of it, under bf16 activations) and,

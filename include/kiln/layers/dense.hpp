@@ -27,8 +27,6 @@
 #include <type_traits>
 
 #include <Eigen/Core>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
@@ -92,13 +90,8 @@ struct dense {
     using weight_param = param<weight_tag, weight_shape, init::automatic>;
     using bias_param = param<bias_tag, shape<units>, init::zeros>;
 
-    static constexpr auto parameters = [] {
-      if constexpr (has_bias) {
-        return boost::hana::tuple_t<weight_param, bias_param>;
-      } else {
-        return boost::hana::tuple_t<weight_param>;
-      }
-    }();
+    using parameters =
+        std::conditional_t<has_bias, param_list<weight_param, bias_param>, param_list<weight_param>>;
 
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {

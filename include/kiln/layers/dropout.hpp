@@ -1,14 +1,17 @@
 // kiln/layers/dropout.hpp — inverted dropout, seeded and reproducible.
 //
-// WHAT IT COMPUTES   train mode: y = x · m / (1 − Rate), each m ∈ {0, 1}
-//                    drawn with P(m = 0) = Rate; eval mode: y = x.
+// WHAT IT COMPUTES   train mode: y = x · m / (1 − rate), each m ∈ {0, 1}
+//                    drawn with P(m = 0) = rate = Drop/OutOf; eval mode: y = x.
 //                    The mask is a hash of (the program's seed, the training
 //                    step, the layer's position, the sample's global index
 //                    in the step, the element): nothing is stored, backward
 //                    recomputes it, and the same run draws the same masks
 //                    however the step is split among replicas and ranks.
 // SHAPE CONTRACT     input S (any shape) → output S; no parameters.
-// REQUIREMENTS       0 ≤ Rate < 1 (a double template argument: dropout<0.1>).
+// REQUIREMENTS       the rate is Drop / Out of: 0 ≤ Drop < OutOf
+//                    (`dropout<1, 4>` drops a quarter; `dropout<1, 10>` a
+//                    tenth). Two integers, not a double, so that every
+//                    C++20 compiler accepts it as a template argument.
 // THREAD SAFETY      stateless.
 #pragma once
 
@@ -20,8 +23,6 @@
 #include <string>
 
 #include <fmt/format.h>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
@@ -31,8 +32,8 @@
 namespace kiln {
 
 namespace diagnostics {
-template <double Rate>
-inline constexpr bool dropout_rate_must_be_at_least_0_and_below_1 = Rate >= 0.0 && Rate < 1.0;
+template <std::intmax_t Drop, std::intmax_t OutOf>
+inline constexpr bool dropout_rate_must_be_at_least_0_and_below_1 = Drop >= 0 && OutOf > 0 && Drop < OutOf;
 }  // namespace diagnostics
 
 namespace detail {
@@ -49,18 +50,21 @@ constexpr bool dropout_keeps(std::uint64_t key, std::uint64_t index, double rate
 }
 }  // namespace detail
 
-template <double Rate>
+template <std::intmax_t Drop, std::intmax_t OutOf>
 struct dropout {
-  static_assert(diagnostics::dropout_rate_must_be_at_least_0_and_below_1<Rate>,
-                "kiln::dropout<Rate>: Rate is the probability of dropping a value: 0 <= Rate < 1");
+  static_assert(diagnostics::dropout_rate_must_be_at_least_0_and_below_1<Drop, OutOf>,
+                "kiln::dropout<Drop, OutOf>: drops Drop values in OutOf (the rate Drop/OutOf), so 0 <= Drop < OutOf; "
+                "e.g. dropout<1, 4> drops a quarter");
   using kiln_layer = void;
-  static constexpr double rate = Rate;
-  static std::string name() { return fmt::format("dropout<{}>", Rate); }
+  /// The probability of dropping a value (a stand-in of 0 when invalid, so that error comes alone).
+  static constexpr double rate =
+      diagnostics::dropout_rate_must_be_at_least_0_and_below_1<Drop, OutOf> ? double(Drop) / double(OutOf) : 0.0;
+  static std::string name() { return fmt::format("dropout<{}, {}>", Drop, OutOf); }
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<dropout, In, Position> {
     using output_shape = In;
-    static constexpr auto parameters = boost::hana::tuple_t<>;
+    using parameters = param_list<>;
     /// Under precision<bf16> it reads and writes bf16 activations.
     static constexpr bool bf16_activations = true;
 
@@ -69,21 +73,21 @@ struct dropout {
       return detail::mix64(detail::mix64(detail::mix64(c.seed ^ 0xD50F) ^ c.step) ^ Position);
     }
 
-    /// y = x·mask/(1 − Rate) (forward, from x) or dx = dy·mask/(1 − Rate) (backward, from dy).
+    /// y = x·mask/(1 − rate) (forward, from x) or dx = dy·mask/(1 − rate) (backward, from dy).
     template <class Ctx, class V>
     static void apply(const Ctx& c, const V* in, V* out) {
       using T = typename Ctx::scalar;
       constexpr std::size_t n = In::size * Ctx::batch;
-      if (!c.training || Rate == 0.0) {
+      if (!c.training || rate == 0.0) {
         std::copy_n(in, n, out);
         return;
       }
       const std::uint64_t k = key(c);
       const std::uint64_t first = c.first_sample * In::size;
-      const T scale = static_cast<T>(1.0 / (1.0 - Rate));
+      const T scale = static_cast<T>(1.0 / (1.0 - rate));
       for (std::size_t i = 0; i < n; ++i)
         out[i] =
-            detail::dropout_keeps(k, first + i, Rate) ? detail::stored_as<V>(detail::value_of(in[i]) * scale) : V{};
+            detail::dropout_keeps(k, first + i, rate) ? detail::stored_as<V>(detail::value_of(in[i]) * scale) : V{};
     }
 
     template <class Ctx>

@@ -29,8 +29,6 @@
 #include <type_traits>
 
 #include <fmt/format.h>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
@@ -80,7 +78,7 @@ struct embedding {
 
     using table_tag = typename detail::tie_of<detail::untied<detail::auto_tag<Position, 0>>, Options...>::type::tag;
     using table_param = param<table_tag, shape<Vocab, Dim>, init::lecun_normal>;
-    static constexpr auto parameters = boost::hana::tuple_t<table_param>;
+    using parameters = param_list<table_param>;
 
     template <class Ctx>
     static void forward(const Ctx& c) {

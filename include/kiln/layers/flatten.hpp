@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <string>
 
-#include <boost/hana/tuple.hpp>
 
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -28,7 +27,7 @@ struct flatten {
   struct bind : bound_layer_base<flatten, In, Position> {
     using output_shape = flatten_t<In>;
     static constexpr bool is_view = true;
-    static constexpr auto parameters = boost::hana::tuple_t<>;
+    using parameters = param_list<>;
   };
 };
 

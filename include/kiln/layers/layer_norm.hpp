@@ -15,8 +15,6 @@
 #include <cstddef>
 #include <string>
 
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
@@ -42,8 +40,7 @@ struct layer_norm {
     static constexpr std::size_t D = In::extent(In::rank - 1), rows = In::size / D;
     using gain_tag = detail::auto_tag<Position, 0>;
     using bias_tag = detail::auto_tag<Position, 1>;
-    static constexpr auto parameters =
-        boost::hana::tuple_t<param<gain_tag, shape<D>, init::ones>, param<bias_tag, shape<D>, init::zeros>>;
+    using parameters = param_list<param<gain_tag, shape<D>, init::ones>, param<bias_tag, shape<D>, init::zeros>>;
 
     /// Under precision<bf16> it reads and writes bf16 activations (statistics in f32).
     static constexpr bool bf16_activations = true;

@@ -25,7 +25,6 @@
 #include <type_traits>
 
 #include <fmt/format.h>
-#include <boost/hana/tuple.hpp>
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/bf16_arrays.hpp>
@@ -71,7 +70,7 @@ struct pool_layer {
     static constexpr std::size_t Ho = (H - Window) / Stride + 1, Wo = (W - Window) / Stride + 1;
 
     using output_shape = shape<C, Ho, Wo>;
-    static constexpr auto parameters = boost::hana::tuple_t<>;
+    using parameters = param_list<>;
     /// Under precision<bf16> it reads and writes bf16 activations: a plane
     /// at a time widened to f32 (on the stack, up to 64 × 64), or value by
     /// value for larger planes.

@@ -15,8 +15,6 @@
 #include <cstddef>
 #include <string>
 
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
@@ -40,7 +38,7 @@ struct position_embedding {
         "kiln::position_embedding: the input must be a sequence shape<L, D> (rank 2)");
     using output_shape = In;
     using table_tag = detail::auto_tag<Position, 0>;
-    static constexpr auto parameters = boost::hana::tuple_t<param<table_tag, In, init::zeros>>;
+    using parameters = param_list<param<table_tag, In, init::zeros>>;
 
     template <class Ctx>
     static void forward(const Ctx& c) {

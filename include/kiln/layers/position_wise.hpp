@@ -50,8 +50,8 @@ struct position_wise {
                   "kiln::position_wise<Layer>: Layer must map a vector to a vector");
     using output_shape = shape<rows, inner::output_shape::size>;
     static constexpr std::size_t positions = detail::positions_of<inner>();
-    static constexpr auto parameters = inner::parameters;
-    static constexpr auto state = detail::state_of<inner>();
+    using parameters = typename inner::parameters;
+    using state = detail::state_of_t<inner>;
     static constexpr bool is_view = inner::is_view;
     template <std::size_t B, class A = float>
     static constexpr std::size_t saved = detail::saved_of<inner, B * rows, A>();

@@ -40,7 +40,7 @@ struct residual {
   using declared_parameters = detail::declared_of<Layers...>;
   static std::string name() {
     std::string n = "residual<";
-    ((n += detail::as_layer_t<Layers>::name() + ", "), ...);
+    [[maybe_unused]] const int order[] = {0, (n += detail::as_layer_t<Layers>::name() + ", ", 0)...};
     if (sizeof...(Layers) > 0) n.resize(n.size() - 2);
     return n + ">";
   }

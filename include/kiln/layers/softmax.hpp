@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <string>
 
-#include <boost/hana/tuple.hpp>
 
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -37,7 +36,7 @@ struct softmax {
     static_assert(diagnostics::softmax_input_must_be_rank_1_or_2<layer_at<Position, softmax>, In>,
                   "kiln::softmax: the input must be a vector or rows of vectors (rank 1 or 2)");
     using output_shape = In;
-    static constexpr auto parameters = boost::hana::tuple_t<>;
+    using parameters = param_list<>;
     static constexpr std::size_t N = In::extent(In::rank - 1), rows = In::size / N;
 
     template <class Ctx>

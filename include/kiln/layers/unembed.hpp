@@ -24,8 +24,6 @@
 #include <string>
 #include <type_traits>
 
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
@@ -75,7 +73,7 @@ struct unembed {
 
     static constexpr std::size_t rows = In::size / dim;
     using output_shape = std::conditional_t<In::rank == 1, shape<vocab>, shape<rows, vocab>>;
-    static constexpr auto parameters = boost::hana::tuple_t<param<tag, table_shape, init::lecun_normal>>;
+    using parameters = param_list<param<tag, table_shape, init::lecun_normal>>;
 
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {

@@ -1,0 +1,197 @@
+// kiln/detail/type_list.hpp — the compile-time lists kiln's models are made of.
+//
+// A model of N layers must compile in time linear in N on GCC and Clang, so
+// the structures built from its layers are plain parameter packs, expanded
+// once, never value-level tuples walked element by element in constant
+// evaluation (Hana's transform/flatten/at over hundreds of layers cost
+// seconds each), and never fold expressions over them (Clang stops a fold
+// at 256 operands). What is here:
+//
+//   type_list<T...>          a list of types
+//   list_at_t<I, List>       the I-th type, without recursion
+//   join_t<Lists...>       one list from several, eight at a time
+//   for_each_index<N>(f)     f(index_constant<0>) … f(index_constant<N−1>)
+//                            in order, as one braced list (no fold)
+//   type_hash<T>()           a 64-bit hash of T's name; with type_key<T>
+//                            (an address, unique per type) it gives a
+//                            tag → index lookup in O(log N) (tag_index).
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+#include <kiln/detail/type_name.hpp>
+
+namespace kiln::detail {
+
+template <class... T>
+struct type_list {
+  static constexpr std::size_t size = sizeof...(T);
+};
+
+// ---- indexing ---------------------------------------------------------------
+#if defined(__has_builtin)
+#if __has_builtin(__type_pack_element)
+#define KILN_HAS_TYPE_PACK_ELEMENT 1
+#endif
+#endif
+
+template <std::size_t I, class T>
+struct indexed {
+  using type = T;
+};
+template <class Seq, class... T>
+struct indexer;
+template <std::size_t... I, class... T>
+struct indexer<std::index_sequence<I...>, T...> : indexed<I, T>... {};
+template <std::size_t I, class T>
+indexed<I, T> select_indexed(const indexed<I, T>*);
+
+/// The I-th of T... (the compiler finds the one base that matches).
+template <std::size_t I, class... T>
+struct pack_at {
+#ifdef KILN_HAS_TYPE_PACK_ELEMENT
+  using type = __type_pack_element<I, T...>;
+#else
+  using type =
+      typename decltype(select_indexed<I>(static_cast<const indexer<std::index_sequence_for<T...>, T...>*>(nullptr)))::type;
+#endif
+};
+
+template <std::size_t I, class List>
+struct list_at;
+template <std::size_t I, class... T>
+struct list_at<I, type_list<T...>> : pack_at<I, T...> {};
+template <std::size_t I, class List>
+using list_at_t = typename list_at<I, List>::type;
+
+// ---- concatenation ------------------------------------------------------------
+template <class... Lists>
+struct join {
+  using type = type_list<>;
+};
+template <class... A>
+struct join<type_list<A...>> {
+  using type = type_list<A...>;
+};
+template <class... A, class... B>
+struct join<type_list<A...>, type_list<B...>> {
+  using type = type_list<A..., B...>;
+};
+template <class... A, class... B, class... C, class... Rest>
+struct join<type_list<A...>, type_list<B...>, type_list<C...>, Rest...>
+    : join<type_list<A..., B..., C...>, Rest...> {};
+template <class... A, class... B, class... C, class... D, class... E, class... F, class... G, class... H,
+          class... Rest>
+struct join<type_list<A...>, type_list<B...>, type_list<C...>, type_list<D...>, type_list<E...>, type_list<F...>,
+              type_list<G...>, type_list<H...>, Rest...>
+    : join<type_list<A..., B..., C..., D..., E..., F..., G..., H...>, Rest...> {};
+template <class... Lists>
+using join_t = typename join<Lists...>::type;
+
+/// The types of List at the given indices.
+template <class List, class Indices>
+struct pick;
+template <class List, std::size_t... I>
+struct pick<List, std::index_sequence<I...>> {
+  using type = type_list<list_at_t<I, List>...>;
+};
+/// The types of List at the indices `Holder::indices` (a constexpr array).
+template <class List, class Holder, class Seq = std::make_index_sequence<Holder::indices.size()>>
+struct pick_by;
+template <class List, class Holder, std::size_t... J>
+struct pick_by<List, Holder, std::index_sequence<J...>> {
+  using type = type_list<list_at_t<Holder::indices[J], List>...>;
+};
+
+// ---- iteration ----------------------------------------------------------------
+template <std::size_t I>
+using index_constant = std::integral_constant<std::size_t, I>;
+
+/// Calls f(index_constant<I>{}) for I = 0 … N−1, in order.
+template <std::size_t N, class F>
+constexpr void for_each_index(F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [[maybe_unused]] const int order[] = {0, (f(index_constant<I>{}), 0)...};
+  }(std::make_index_sequence<N>{});
+}
+
+/// Calls f(T*) (a null pointer of each type) for every T of List, in order.
+template <class... T, class F>
+constexpr void for_each_type(type_list<T...>, F&& f) {
+  [[maybe_unused]] const int order[] = {0, (f(static_cast<T*>(nullptr)), 0)...};
+}
+
+// ---- identity ---------------------------------------------------------------------
+template <class T>
+inline constexpr char type_key_object = 0;
+/// An address that is one type's alone (comparable in constant expressions).
+template <class T>
+constexpr const void* type_key() {
+  return &type_key_object<T>;
+}
+
+/// FNV-1a of T's name: equal for one type, almost surely different for two.
+template <class T>
+constexpr std::uint64_t type_hash() {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : type_name<T>()) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+/// Finds types among Keys... by hash, then by address: `find<T>()` is the
+/// index of the first key that is T (N when none is); `first[i]` the index
+/// of the first key equal to key i. O(N log N) to build, O(log N) a lookup.
+template <class... Keys>
+struct tag_index {
+  static constexpr std::size_t count = sizeof...(Keys);
+  struct entry {
+    std::uint64_t hash;
+    std::size_t index;
+    const void* key;
+  };
+  static constexpr std::array<entry, count> sorted = [] {
+    std::array<entry, count> e{entry{type_hash<Keys>(), 0, type_key<Keys>()}...};
+    for (std::size_t i = 0; i < count; ++i) e[i].index = i;
+    std::sort(e.begin(), e.end(), [](const entry& a, const entry& b) {
+      return a.hash != b.hash ? a.hash < b.hash : a.index < b.index;
+    });
+    return e;
+  }();
+  /// Two different types with one hash (never seen; reported, not guessed).
+  static constexpr bool collision = [] {
+    for (std::size_t i = 1; i < count; ++i)
+      if (sorted[i].hash == sorted[i - 1].hash && sorted[i].key != sorted[i - 1].key) return true;
+    return false;
+  }();
+  static constexpr std::array<std::size_t, count> first = [] {
+    std::array<std::size_t, count> f{};
+    for (std::size_t i = 0; i < count; ++i)
+      f[sorted[i].index] = i > 0 && sorted[i].key == sorted[i - 1].key ? f[sorted[i - 1].index] : sorted[i].index;
+    return f;
+  }();
+
+  template <class T>
+  static constexpr std::size_t find() {
+    constexpr std::uint64_t h = type_hash<T>();
+    std::size_t lo = 0, hi = count;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (sorted[mid].hash < h) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    for (; lo < count && sorted[lo].hash == h; ++lo)
+      if (sorted[lo].key == type_key<T>()) return sorted[lo].index;
+    return count;
+  }
+};
+
+}  // namespace kiln::detail
