@@ -77,6 +77,14 @@ template <class... Options>
 inline constexpr bool compile_needs_exactly_one_batch_option = false;
 template <class Option>
 inline constexpr bool compile_option_must_be_batch_precision_or_a_loss = false;
+template <class... Options>
+inline constexpr bool compile_takes_at_most_one_precision = false;
+template <class... Options>
+inline constexpr bool compile_takes_at_most_one_loss = false;
+template <class... Options>
+inline constexpr bool compile_takes_at_most_one_replicate = false;
+template <class NotAModel, class... Options>
+inline constexpr bool compile_takes_the_model_first_then_the_options = false;
 template <class LayerAt, bool OwnsItsParameters>
 inline constexpr bool a_layer_that_overwrites_gradients_must_own_its_parameters_alone = OwnsItsParameters;
 }  // namespace diagnostics
@@ -164,6 +172,16 @@ struct compile_options {
   static constexpr bool known = is_batch<O>::value || is_precision<O>::value || is_replicate<O>::value || Loss<O>;
   static_assert(((known<Options> || diagnostics::compile_option_must_be_batch_precision_or_a_loss<Options>)&&...),
                 "kiln::compile<Model, Options...>: every option is batch<B>, precision<T>, replicate<N> or a loss");
+  // (Twice the same kind of option would leave one silently ignored.)
+  static_assert((std::size_t{0} + ... + is_precision<Options>::value) <= 1 ||
+                    diagnostics::compile_takes_at_most_one_precision<Options...>,
+                "kiln::compile<Model, Options...>: give at most one precision<T> option");
+  static_assert((std::size_t{0} + ... + std::size_t{Loss<Options>}) <= 1 ||
+                    diagnostics::compile_takes_at_most_one_loss<Options...>,
+                "kiln::compile<Model, Options...>: give at most one loss (softmax_cross_entropy<> is the default)");
+  static_assert((std::size_t{0} + ... + is_replicate<Options>::value) <= 1 ||
+                    diagnostics::compile_takes_at_most_one_replicate<Options...>,
+                "kiln::compile<Model, Options...>: give at most one replicate<N> option");
 
   template <template <class> class Is, class Default>
   static constexpr auto pick() {
@@ -875,10 +893,16 @@ class program {
 /// `precision<T>` and a loss) and initialises its parameters from `seed`.
 template <class M, class... Options>
 auto compile(std::uint64_t seed = 0) {
-  static_assert(Model<M>, "kiln::compile<M, ...>: M must be a kiln::model<input<...>, layers...>");
-  using opts = detail::compile_options<Options...>;
-  return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss, typename opts::replication,
-                 opts::bf16_gemm>(seed);
+  if constexpr (!Model<M>) {
+    // One error, and nothing else instantiated (the options are not looked at).
+    static_assert(diagnostics::compile_takes_the_model_first_then_the_options<M, Options...>,
+                  "kiln::compile<M, Options...>: M must be a kiln::model<input<...>, layers...>; the model comes "
+                  "first, then the options: compile<Model, batch<B>>()");
+  } else {
+    using opts = detail::compile_options<Options...>;
+    return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss, typename opts::replication,
+                   opts::bf16_gemm>(seed);
+  }
 }
 
 }  // namespace kiln

@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <concepts>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -67,6 +68,11 @@
 #include <kiln/schedule.hpp>
 
 namespace kiln {
+
+namespace diagnostics {
+template <class Count>
+inline constexpr bool fit_takes_the_number_of_passes_as_kiln_epochs = false;
+}  // namespace diagnostics
 
 /// How many passes over the training set: `epochs{10}`.
 struct epochs {
@@ -212,6 +218,15 @@ class trainer {
     } catch (const std::exception& e) {
       distributed::abort(fmt::format("kiln: rank {}: {}", distributed::rank(), e.what()));
     }
+  }
+
+  /// `fit(data, 10)`: the number of passes is written kiln::epochs{10}.
+  template <std::integral Count>
+  fit_history fit(const dataset&, Count, const fit_options& = {}) {
+    static_assert(diagnostics::fit_takes_the_number_of_passes_as_kiln_epochs<Count>,
+                  "kiln::trainer::fit(data, n): give the number of passes as kiln::epochs{n}, e.g. "
+                  "fit(data, epochs{10})");
+    return {};
   }
 
  private:

@@ -1,5 +1,5 @@
 // compile<> without a batch size is rejected.
-// expect: static assertion failed: kiln::compile<Model, Options...>: give exactly one batch<B> option
+// expect: kiln::compile<Model, Options...>: give exactly one batch<B> option
 #include <kiln/kiln.hpp>
 
 using net = kiln::model<kiln::input<4>, kiln::dense<2>>;

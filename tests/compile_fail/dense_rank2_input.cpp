@@ -1,8 +1,8 @@
 // A dense layer fed an image (rank 2) without flatten is rejected; the
 // diagnostics name the layer, its position and the shape it was given.
-// expect: static assertion failed: kiln::dense: the input must be a vector \(rank 1\); put kiln::flatten before this layer
-// expect: dense_input_must_be_a_vector_use_flatten_first<kiln::layer_at<1, kiln::dense<10> >, kiln::shape<28, 28> >
-// expect: In instantiation of .*struct kiln::dense<10>::bind<kiln::shape<28, 28>, 1, kiln::declared_parameters<> >
+// expect: kiln::dense: the input must be a vector \(rank 1\); put kiln::flatten before this layer
+// expect: dense_input_must_be_a_vector_use_flatten_first<kiln::layer_at<1, kiln::dense<10> ?>, kiln::shape<28, 28> ?>
+// expect: [Ii]n instantiation of .*kiln::dense<10>::bind<kiln::shape<28, 28>, 1, kiln::declared_parameters<> ?>
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

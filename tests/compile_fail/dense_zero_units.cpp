@@ -1,5 +1,5 @@
 // A dense layer of zero units is rejected.
-// expect: static assertion failed: kiln::dense<Units>: Units must be at least 1
+// expect: kiln::dense<Units>: Units must be at least 1
 // expect: dense_units_must_be_at_least_1<0>
 #include <kiln/kiln.hpp>
 

@@ -1,5 +1,5 @@
 // A program's arithmetic is float, double or bf16.
-// expect: static assertion failed: kiln::precision<T>: T must be float, double or kiln::bf16
+// expect: kiln::precision<T>: T must be float, double or kiln::bf16
 // expect: precision_must_be_float_double_or_bf16<int>
 #include <kiln/kiln.hpp>
 

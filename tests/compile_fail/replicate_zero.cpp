@@ -1,5 +1,5 @@
 // replicate<0> is rejected, and so is a core list of the wrong length.
-// expect: static assertion failed: kiln::replicate<N>: N is the number of replicas and must be at least 1
+// expect: kiln::replicate<N>: N is the number of replicas and must be at least 1
 // expect: replicate_needs_at_least_one_replica<0>
 #include <kiln/kiln.hpp>
 

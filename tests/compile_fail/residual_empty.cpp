@@ -1,5 +1,5 @@
 // A residual needs a branch: residual<> would add its input to nothing.
-// expect: static assertion failed: kiln::residual<Layers...>: give the branch at least one layer
+// expect: kiln::residual<Layers...>: give the branch at least one layer
 // expect: residual_needs_at_least_one_layer<0>
 #include <kiln/kiln.hpp>
 

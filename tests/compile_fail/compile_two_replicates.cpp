@@ -1,0 +1,15 @@
+// Two replicate<> options: one would be silently ignored, so it is an error.
+// expect: kiln::compile<Model, Options...>: give at most one replicate<N> option
+// expect: compile_takes_at_most_one_replicate<
+#include <kiln/kiln.hpp>
+
+using net = kiln::model<kiln::input<4>, kiln::dense<2>>;
+
+int main() {
+#ifdef KILN_SHOULD_FAIL
+  auto program = kiln::compile<net, kiln::batch<4>, kiln::replicate<2>, kiln::replicate<1>>();
+#else
+  auto program = kiln::compile<net, kiln::batch<4>, kiln::replicate<2>>();
+#endif
+  return static_cast<int>(program.replicas) - 2;
+}
