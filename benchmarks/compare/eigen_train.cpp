@@ -77,8 +77,6 @@ float softmax_xent_inplace(Matrix& z, const int* labels, RowVector& colmax, RowV
 
 class Mlp {
  public:
-  static constexpr int kInputRows = compare::kPixels;
-
   explicit Mlp(compare::SplitMix64& rng)
       : w1_(256, 784), b1_(256, 1), w2_(128, 256), b2_(128, 1), w3_(10, 128), b3_(10, 1),
         a1_(256, B), a2_(128, B), z3_(10, B), d2_(128, B), d1_(256, B), colmax_(B), colsum_(B) {

@@ -64,6 +64,7 @@
 #include <kiln/losses/softmax_cross_entropy.hpp>
 #include <kiln/model.hpp>
 #include <kiln/random.hpp>
+#include <kiln/replicate.hpp>
 
 namespace kiln {
 
@@ -111,37 +112,6 @@ struct precision {
   static constexpr bool bf16_gemm = std::is_same_v<Scalar, kiln::bf16>;
 };
 
-namespace diagnostics {
-template <std::size_t N>
-inline constexpr bool replicate_needs_at_least_one_replica = N > 0;
-template <std::size_t N, std::size_t... Cores>
-inline constexpr bool replicate_names_no_core_or_one_per_replica = sizeof...(Cores) == 0 || sizeof...(Cores) == N;
-}  // namespace diagnostics
-
-/// Data-parallel training on N replicas, one thread each, pinned to cores
-/// 0…N−1, or to the named Cores (`replicate<1, 5>`: one replica on core 5).
-/// All replicas read the one parameter buffer; see kiln/compile.hpp.
-template <std::size_t N, std::size_t... Cores>
-struct replicate {
-  static_assert(diagnostics::replicate_needs_at_least_one_replica<N>,
-                "kiln::replicate<N>: N is the number of replicas and must be at least 1");
-  static_assert(diagnostics::replicate_names_no_core_or_one_per_replica<N, Cores...>,
-                "kiln::replicate<N, Cores...>: name no core (replica r runs on core r) or exactly one core per "
-                "replica");
-  static constexpr std::size_t replicas = N;
-  static constexpr std::array<std::size_t, sizeof...(Cores)> cores{Cores...};
-  static constexpr bool threaded = true;
-};
-
-namespace detail {
-/// No replicate option: one replica, run by the calling thread.
-struct single_replica {
-  static constexpr std::size_t replicas = 1;
-  static constexpr std::array<std::size_t, 0> cores{};
-  static constexpr bool threaded = false;
-};
-}  // namespace detail
-
 /// `Loss<L>`: L is a kiln loss spec (softmax_cross_entropy<...>, mse).
 template <class L>
 concept Loss = requires {
@@ -157,10 +127,6 @@ template <class T>
 struct is_precision : std::false_type {};
 template <class S>
 struct is_precision<precision<S>> : std::true_type {};
-template <class T>
-struct is_replicate : std::false_type {};
-template <std::size_t N, std::size_t... C>
-struct is_replicate<replicate<N, C...>> : std::true_type {};
 
 template <class... Options>
 struct compile_options {
@@ -555,9 +521,7 @@ class program {
 
   /// Replica r's share [begin, end) of the flat buffer, in whole cache lines.
   static std::pair<std::size_t, std::size_t> chunk_of(std::size_t r) noexcept {
-    constexpr std::size_t chunk = detail::round_up((layout::buffer_size + replicas - 1) / replicas, 16);
-    const std::size_t begin = std::min(r * chunk, layout::buffer_size);
-    return {begin, std::min(begin + chunk, layout::buffer_size)};
+    return detail::share_of(r, replicas, layout::buffer_size);
   }
 
   /// Everything a copy carries: parameters, state, gradients, mode, seed and step.
@@ -579,9 +543,7 @@ class program {
     }
   }
 
-  static std::size_t valid_in(std::size_t r, std::size_t valid) noexcept {
-    return valid > r * B ? std::min(B, valid - r * B) : 0;
-  }
+  static std::size_t valid_in(std::size_t r, std::size_t valid) noexcept { return detail::samples_of(r, valid, B); }
 
   loss_value combined(std::size_t valid) const noexcept {
     if constexpr (replicas == 1) {
@@ -821,16 +783,7 @@ class program {
   /// Replica r sums its share of the gradient buffer over all replicas, in
   /// replica order, weighting each by its share of the valid samples.
   void reduce_chunk(std::size_t r, std::size_t valid) noexcept {
-    const auto [begin, end] = chunk_of(r);
-    T weight[replicas];
-    for (std::size_t q = 0; q < replicas; ++q)
-      weight[q] = valid ? static_cast<T>(valid_in(q, valid)) / static_cast<T>(valid) : T(0);
-    T* out = gradient_of(0);
-    for (std::size_t i = begin; i < end; ++i) {
-      T sum = weight[0] * out[i];
-      for (std::size_t q = 1; q < replicas; ++q) sum += weight[q] * gradient_of(q)[i];
-      out[i] = sum;
-    }
+    detail::reduce_share<replicas, T>(chunk_of(r), valid, B, [this](std::size_t q) { return gradient_of(q); });
   }
 
   void check_targets(std::span<const target_type> targets, std::size_t valid) const {

@@ -46,6 +46,7 @@
 #include <kiln/optim/adam.hpp>
 #include <kiln/optim/sgd.hpp>
 #include <kiln/random.hpp>
+#include <kiln/replicate.hpp>
 #include <kiln/sampler.hpp>
 #include <kiln/schedule.hpp>
 #include <kiln/shape.hpp>

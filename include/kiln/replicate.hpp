@@ -1,0 +1,99 @@
+// kiln/replicate.hpp — data-parallel replicas: the option, their shares of a
+// step, and the fixed-order reduction of their gradients.
+//
+// WHAT IT IS
+//   `compile<Model, batch<B>, replicate<N>>()` runs N replicas, one pinned
+//   thread each (detail/worker_pool.hpp), every one with its own workspace
+//   and gradient buffer, all reading the ONE parameter buffer (so ties
+//   cannot break). A step takes N × B samples: replica r the r-th B.
+//
+//     samples_of(r, valid, B)   how many of replica r's B samples count when
+//                               only the first `valid` of the step do
+//     share_of(r, N, size)      replica r's share [begin, end) of a flat
+//                               buffer, in whole 64-byte lines: each
+//                               replica reduces and updates its own share
+//     reduce_share(...)         the weighted sum of N gradient buffers over
+//                               one share, always in replica order
+//
+// DETERMINISM
+//   Every sum runs over the replicas in the same order whatever the threads'
+//   timing, so a seed gives the same bits for a given N.
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include <kiln/detail/parameter_layout.hpp>
+
+namespace kiln {
+
+namespace diagnostics {
+template <std::size_t N>
+inline constexpr bool replicate_needs_at_least_one_replica = N > 0;
+template <std::size_t N, std::size_t... Cores>
+inline constexpr bool replicate_names_no_core_or_one_per_replica = sizeof...(Cores) == 0 || sizeof...(Cores) == N;
+}  // namespace diagnostics
+
+/// Data-parallel training on N replicas, one thread each, pinned to cores
+/// 0…N−1, or to the named Cores (`replicate<1, 5>`: one replica on core 5).
+template <std::size_t N, std::size_t... Cores>
+struct replicate {
+  static_assert(diagnostics::replicate_needs_at_least_one_replica<N>,
+                "kiln::replicate<N>: N is the number of replicas and must be at least 1");
+  static_assert(diagnostics::replicate_names_no_core_or_one_per_replica<N, Cores...>,
+                "kiln::replicate<N, Cores...>: name no core (replica r runs on core r) or exactly one core per "
+                "replica");
+  static constexpr std::size_t replicas = N;
+  static constexpr std::array<std::size_t, sizeof...(Cores)> cores{Cores...};
+  static constexpr bool threaded = true;
+};
+
+namespace detail {
+/// No replicate option: one replica, run by the calling thread.
+struct single_replica {
+  static constexpr std::size_t replicas = 1;
+  static constexpr std::array<std::size_t, 0> cores{};
+  static constexpr bool threaded = false;
+};
+
+template <class T>
+struct is_replicate : std::false_type {};
+template <std::size_t N, std::size_t... C>
+struct is_replicate<replicate<N, C...>> : std::true_type {};
+
+/// Of a step whose first `valid` samples count, how many of replica r's B do.
+constexpr std::size_t samples_of(std::size_t r, std::size_t valid, std::size_t b) noexcept {
+  return valid > r * b ? std::min(b, valid - r * b) : 0;
+}
+
+/// Replica r's share [begin, end) of a flat buffer of `size` elements split
+/// among `replicas`, in whole cache lines (16 floats).
+constexpr std::pair<std::size_t, std::size_t> share_of(std::size_t r, std::size_t replicas, std::size_t size) noexcept {
+  const std::size_t chunk = round_up((size + replicas - 1) / replicas, 16);
+  const std::size_t begin = std::min(r * chunk, size);
+  return {begin, std::min(begin + chunk, size)};
+}
+
+/// out[i] = Σ_q weight[q] · grad(q)[i] for i in [begin, end), q in replica
+/// order (out is grad(0)); weight[q] is replica q's share of the valid samples.
+template <std::size_t N, class T, class Gradients>
+void reduce_share(std::pair<std::size_t, std::size_t> share, std::size_t valid, std::size_t b,
+                  Gradients&& grad) noexcept {
+  T weight[N];
+  for (std::size_t q = 0; q < N; ++q)
+    weight[q] = valid ? static_cast<T>(samples_of(q, valid, b)) / static_cast<T>(valid) : T(0);
+  T* out = grad(0);
+  for (std::size_t i = share.first; i < share.second; ++i) {
+    T sum = weight[0] * out[i];
+    for (std::size_t q = 1; q < N; ++q) sum += weight[q] * grad(q)[i];
+    out[i] = sum;
+  }
+}
+}  // namespace detail
+
+}  // namespace kiln
