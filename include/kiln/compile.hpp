@@ -472,8 +472,7 @@ class program {
       replicas_[r].scratch.use_bf16_operands(Bf16Gemm);
       detail::for_each_type(typename Model::layer_types{}, [&](auto* l) {
         using L = std::remove_pointer_t<decltype(l)>;
-        if constexpr (requires { L::template reserve<B, T>(replicas_[r].scratch); })
-          L::template reserve<B, T>(replicas_[r].scratch);
+        detail::reserve_for<L, B, T>(replicas_[r].scratch);
       });
     }
     if constexpr (Replication::threaded)
@@ -708,7 +707,7 @@ class program {
   /// one, so no other layer adds to the same gradient (checked here).
   template <class L>
   static constexpr bool overwrites_gradients() {
-    if constexpr (requires { L::overwrites_gradients; }) {
+    if constexpr (detail::lists<L, member::overwrites_gradients>) {
       static_assert(diagnostics::a_layer_that_overwrites_gradients_must_own_its_parameters_alone <
                         layer_at<L::position, typename L::spec>,
                     !L::overwrites_gradients || owns_its_parameters<L>() >,

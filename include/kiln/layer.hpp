@@ -10,6 +10,11 @@
 //     is_view                       true when the output is the input's memory
 //                                   reinterpreted (flatten): forward and
 //                                   backward are then never called
+//   The optional members below are listed, once, in
+//   `using provides = kiln::provides<kiln::member::...>;` and kiln reads only
+//   those (a member listed but not defined, or defined but not listed, is
+//   a compile error naming it: kiln::layer_traits, docs/concepts.md).
+//
 //     reserve<B>(gemm_scratch&)     (optional) the products a batch of B runs
 //     workspace<B>                  (optional) scratch elements it borrows while it
 //                                   runs (shared by all layers: ctx.scratch)
@@ -51,6 +56,7 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <concepts>
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -126,6 +132,123 @@ struct bound_layer_base {
   using input_shape = In;
   static constexpr std::size_t position = Position;
   static constexpr bool is_view = false;
+};
+
+/// The optional members of a bound layer. A layer that defines any of them
+/// lists them, once, in `using provides = kiln::provides<member::...>;`:
+/// kiln reads only the members a layer lists, and a member listed but not
+/// defined (misspelt, or of another kind than below), or defined but not
+/// listed, is a compile error naming it (kiln::layer_traits).
+namespace member {
+struct state;                 ///< using state = param_list<param<...>...>: values kept, not trained
+struct saved;                 ///< template <std::size_t B, class A = float> static constexpr std::size_t saved
+struct workspace;             ///< template <std::size_t B, class A = float> static constexpr std::size_t workspace
+struct reserve;               ///< template <std::size_t B, class T> static void reserve(detail::gemm_scratch<T>&)
+struct positions;             ///< static constexpr std::size_t positions: 1 + those of the layers inside
+struct bf16_activations;      ///< static constexpr bool bf16_activations
+struct bf16_input;            ///< static constexpr bool bf16_input
+struct overwrites_gradients;  ///< static constexpr bool overwrites_gradients
+}  // namespace member
+
+/// The list of optional members a bound layer defines (see kiln::member).
+template <class... Members>
+struct provides {
+  template <class M>
+  static constexpr bool has = (std::is_same_v<M, Members> || ...);
+};
+
+namespace detail {
+template <class L>
+struct provided_by {
+  using type = provides<>;
+};
+template <class L>
+requires requires { typename L::provides; }
+struct provided_by<L> {
+  using type = typename L::provides;
+};
+/// Whether bound layer L lists optional member M.
+template <class L, class M>
+inline constexpr bool lists = provided_by<L>::type::template has<M>;
+
+/// Whether L defines a member of M's name and kind (only to check the list;
+/// the members that depend on the batch are tried at a batch of 64 here, and
+/// at the program's own batch where they are read).
+template <class L, class M>
+inline constexpr bool defines = false;
+template <class L>
+inline constexpr bool defines<L, member::state> = requires { typename L::state; };
+template <class L>
+inline constexpr bool defines<L, member::saved> = requires { L::template saved<64>; };
+template <class L>
+inline constexpr bool defines<L, member::workspace> = requires { L::template workspace<64>; };
+template <class L>
+inline constexpr bool defines<L, member::reserve> = requires { &L::template reserve<64, float>; };
+/// Members read at the program's batch: checked where they are read.
+template <class M>
+inline constexpr bool batch_dependent =
+    std::is_same_v<M, member::saved> || std::is_same_v<M, member::workspace> || std::is_same_v<M, member::reserve>;
+template <class L>
+inline constexpr bool defines<L, member::positions> = requires { { L::positions } -> std::convertible_to<std::size_t>; };
+template <class L>
+inline constexpr bool defines<L, member::bf16_activations> = requires { { L::bf16_activations } -> std::convertible_to<bool>; };
+template <class L>
+inline constexpr bool defines<L, member::bf16_input> = requires { { L::bf16_input } -> std::convertible_to<bool>; };
+template <class L>
+inline constexpr bool defines<L, member::overwrites_gradients> = requires {
+  { L::overwrites_gradients } -> std::convertible_to<bool>;
+};
+}  // namespace detail
+
+namespace diagnostics {
+template <class LayerAt, class Member>
+inline constexpr bool a_layer_defines_every_optional_member_it_lists_in_provides = false;
+template <class LayerAt, class Member>
+inline constexpr bool a_layer_lists_in_provides_every_optional_member_it_defines = false;
+}  // namespace diagnostics
+
+namespace detail {
+/// A listed member that is not there: one error naming it.
+template <class L, class M>
+constexpr bool missing_member() {
+  static_assert(diagnostics::a_layer_defines_every_optional_member_it_lists_in_provides<
+                    layer_at<L::position, typename L::spec>, M>,
+                "kiln::provides<...>: this layer lists an optional member it does not define (misspelt, or not "
+                "of the form kiln::member documents; see docs/concepts.md)");
+  return false;
+}
+template <class L, class M>
+constexpr bool check_member() {
+  if constexpr (lists<L, M>) {
+    if constexpr (!batch_dependent<M>) {
+      if constexpr (!defines<L, M>) return missing_member<L, M>();
+    }
+    return true;
+  } else {
+    if constexpr (defines<L, M>) {
+      static_assert(diagnostics::a_layer_lists_in_provides_every_optional_member_it_defines<
+                        layer_at<L::position, typename L::spec>, M>,
+                    "kiln::provides<...>: this layer defines an optional member it does not list; add it to its "
+                    "`using provides = kiln::provides<...>` (kiln reads only the members a layer lists)");
+      return false;
+    }
+    return true;
+  }
+}
+}  // namespace detail
+
+/// What kiln reads of a bound layer L: its optional members where it lists
+/// them, and the defaults otherwise. `checked` is true when L lists exactly
+/// the optional members it defines (else a compile error names the member).
+template <class L>
+struct layer_traits {
+  static constexpr bool checked =
+      detail::check_member<L, member::state>() && detail::check_member<L, member::saved>() &&
+      detail::check_member<L, member::workspace>() && detail::check_member<L, member::reserve>() &&
+      detail::check_member<L, member::positions>() && detail::check_member<L, member::bf16_activations>() &&
+      detail::check_member<L, member::bf16_input>() && detail::check_member<L, member::overwrites_gradients>();
+  template <class M>
+  static constexpr bool has = detail::lists<L, M>;
 };
 
 /// `Layer<L>`: L is a layer spec (it can be listed in a kiln::model).

@@ -15,6 +15,7 @@ struct scale_by_shared {
   template <kiln::Shape In, std::size_t Position, class Declared = void>
   struct bind : kiln::bound_layer_base<scale_by_shared, In, Position> {
     using output_shape = In;
+    using provides = kiln::provides<kiln::member::overwrites_gradients>;
 #ifdef KILN_SHOULD_FAIL
     static constexpr bool overwrites_gradients = true;
 #else

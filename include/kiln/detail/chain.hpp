@@ -56,7 +56,7 @@ using as_layer_t = typename as_layer<Spec>::type;
 /// How many positions a bound layer takes: 1, plus those of its contents.
 template <class Bound>
 constexpr std::size_t positions_of() {
-  if constexpr (requires { Bound::positions; }) {
+  if constexpr (lists<Bound, member::positions>) {
     return Bound::positions;
   } else {
     return 1;
@@ -81,7 +81,10 @@ template <class Declared, class In, std::size_t Position, class... Done, class S
 struct bind_chain<Declared, In, Position, type_list<Done...>, Spec, Rest...>
     : bind_chain<Declared, typename bound_t<Spec, In, Position, Declared>::output_shape,
                  Position + positions_of<bound_t<Spec, In, Position, Declared>>(),
-                 type_list<Done..., bound_t<Spec, In, Position, Declared>>, Rest...> {};
+                 type_list<Done..., bound_t<Spec, In, Position, Declared>>, Rest...> {
+  // Its optional members are those it lists (else an error names the member).
+  static_assert(layer_traits<bound_t<Spec, In, Position, Declared>>::checked || true);  // (it reports, once)
+};
 
 template <class Spec>
 struct declared_by {
@@ -157,7 +160,7 @@ struct state_of {
   using type = type_list<>;
 };
 template <class B>
-requires requires { typename B::state; }
+requires lists<B, member::state>
 struct state_of<B> {
   using type = typename B::state;
 };
@@ -218,7 +221,7 @@ void for_each_nested(Bound bound, F&& f, int depth = 0) {
 /// others on f32 copies of their input and output.
 template <class L>
 constexpr bool takes_bf16_activations() {
-  if constexpr (requires { L::bf16_activations; }) {
+  if constexpr (lists<L, member::bf16_activations>) {
     return L::bf16_activations;
   } else {
     return false;
@@ -231,22 +234,38 @@ constexpr bool takes_bf16_activations() {
 /// `workspace<B, A>`; most declare `saved<B>` / `workspace<B>`.)
 template <class L, std::size_t B, class A = float>
 constexpr std::size_t saved_of() {
-  if constexpr (requires { L::template saved<B, A>; }) {
+  if constexpr (!lists<L, member::saved>) {
+    return 0;
+  } else if constexpr (requires { L::template saved<B, A>; }) {
     return L::template saved<B, A>;
   } else if constexpr (requires { L::template saved<B>; }) {
     return L::template saved<B>;
   } else {
-    return 0;
+    return missing_member<L, member::saved>();
   }
 }
 template <class L, std::size_t B, class A = float>
 constexpr std::size_t workspace_of() {
-  if constexpr (requires { L::template workspace<B, A>; }) {
+  if constexpr (!lists<L, member::workspace>) {
+    return 0;
+  } else if constexpr (requires { L::template workspace<B, A>; }) {
     return L::template workspace<B, A>;
   } else if constexpr (requires { L::template workspace<B>; }) {
     return L::template workspace<B>;
   } else {
-    return 0;
+    return missing_member<L, member::workspace>();
+  }
+}
+
+/// Reserves the products bound layer L runs on a batch of B (if it lists reserve).
+template <class L, std::size_t B, class T>
+void reserve_for(gemm_scratch<T>& g) {
+  if constexpr (lists<L, member::reserve>) {
+    if constexpr (requires { L::template reserve<B, T>(g); }) {
+      L::template reserve<B, T>(g);
+    } else {
+      missing_member<L, member::reserve>();
+    }
   }
 }
 
@@ -265,7 +284,7 @@ constexpr std::size_t activation_units(std::size_t n) {
 /// deep, gets its token ids exact (ids above 256 are not bf16 values).
 template <class L>
 constexpr bool takes_bf16_input() {
-  if constexpr (requires { L::bf16_input; }) {
+  if constexpr (lists<L, member::bf16_input>) {
     return takes_bf16_activations<L>() && L::bf16_input;
   } else {
     return takes_bf16_activations<L>();
@@ -433,10 +452,7 @@ struct sub_chain {
 
   template <std::size_t B, class T>
   static void reserve(gemm_scratch<T>& g) {
-    for_each_type(layers{}, [&](auto* l) {
-      using L = std::remove_pointer_t<decltype(l)>;
-      if constexpr (requires { L::template reserve<B, T>(g); }) L::template reserve<B, T>(g);
-    });
+    for_each_type(layers{}, [&](auto* l) { reserve_for<std::remove_pointer_t<decltype(l)>, B, T>(g); });
   }
 
   template <class Ctx>
@@ -548,6 +564,8 @@ struct sub_chain {
 template <class Chain>
 struct chain_layer {
   using chain = Chain;
+  using provides = kiln::provides<member::positions, member::state, member::saved, member::workspace,
+                                  member::bf16_activations, member::bf16_input, member::reserve>;
   static constexpr std::size_t positions = 1 + Chain::positions;
   using parameters = typename Chain::parameters;
   using state = typename Chain::state;

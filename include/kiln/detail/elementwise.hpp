@@ -24,6 +24,7 @@ struct elementwise_layer {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<Spec, In, Position> {
+    using provides = kiln::provides<member::bf16_activations>;
     using output_shape = In;
     using parameters = param_list<>;
     static constexpr bool bf16_activations = true;

@@ -51,6 +51,7 @@ struct causal_self_attention {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<causal_self_attention, In, Position> {
+    using provides = kiln::provides<member::saved, member::workspace, member::reserve>;
     static_assert(
         diagnostics::attention_input_must_be_a_sequence_shape_L_D<layer_at<Position, causal_self_attention>, In>,
         "kiln::causal_self_attention: the input must be a sequence shape<L, D> (rank 2)");

@@ -48,6 +48,7 @@ struct batch_norm {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<batch_norm, In, Position> {
+    using provides = kiln::provides<member::state, member::saved, member::bf16_activations>;
     using output_shape = In;
     static constexpr std::size_t C = In::extent(0), spatial = In::size / C;
     using gain_tag = detail::auto_tag<Position, 0>;

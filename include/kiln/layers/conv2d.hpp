@@ -87,6 +87,8 @@ struct conv2d {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<conv2d, In, Position> {
+    using provides = kiln::provides<member::overwrites_gradients, member::bf16_activations, member::workspace,
+                                    member::reserve>;
     static_assert(diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In>,
                   "kiln::conv2d: the input must be channels × height × width (rank 3); a one-channel image is "
                   "input<1, H, W>");

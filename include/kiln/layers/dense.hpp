@@ -71,6 +71,7 @@ struct dense {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<dense, In, Position> {
+    using provides = kiln::provides<member::overwrites_gradients, member::bf16_activations, member::reserve>;
     static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In>,
                   "kiln::dense: the input must be a vector (rank 1); put kiln::flatten before this layer");
 

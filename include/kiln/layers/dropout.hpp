@@ -63,6 +63,7 @@ struct dropout {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<dropout, In, Position> {
+    using provides = kiln::provides<member::bf16_activations>;
     using output_shape = In;
     using parameters = param_list<>;
     /// Under precision<bf16> it reads and writes bf16 activations.

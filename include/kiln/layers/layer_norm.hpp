@@ -34,6 +34,7 @@ struct layer_norm {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<layer_norm, In, Position> {
+    using provides = kiln::provides<member::bf16_activations>;
     static_assert(diagnostics::layer_norm_input_must_be_rank_1_or_2<layer_at<Position, layer_norm>, In>,
                   "kiln::layer_norm: the input must be a vector or rows of vectors (rank 1 or 2)");
     using output_shape = In;

@@ -58,6 +58,7 @@ struct pool_layer {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<Spec, In, Position> {
+    using provides = kiln::provides<member::bf16_activations>;
     static_assert(diagnostics::pooling_input_must_be_channels_height_width<layer_at<Position, Spec>, In>,
                   "kiln::max_pool / avg_pool: the input must be channels × height × width (rank 3)");
     static_assert(diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, Window>,

@@ -45,6 +45,10 @@ struct position_wise {
     static constexpr std::size_t rows = In::rank == 2 ? In::extent(0) : 1;
     using row_shape = shape<In::size / rows>;
     using inner = detail::bound_t<Layer, row_shape, Position, Declared>;
+    static_assert(layer_traits<inner>::checked || true);  // (it reports, once)
+    /// Every optional member: each passes its layer's on.
+    using provides = kiln::provides<member::positions, member::state, member::saved, member::workspace,
+                                    member::bf16_activations, member::bf16_input, member::reserve>;
     static_assert(diagnostics::position_wise_layer_must_give_a_vector_per_position<layer_at<Position, position_wise>,
                                                                                    typename inner::output_shape>,
                   "kiln::position_wise<Layer>: Layer must map a vector to a vector");
@@ -62,7 +66,7 @@ struct position_wise {
     static constexpr bool bf16_input = detail::takes_bf16_input<inner>();
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {
-      if constexpr (requires { inner::template reserve<B * rows, T>(g); }) inner::template reserve<B * rows, T>(g);
+      detail::reserve_for<inner, B * rows, T>(g);
     }
 
     template <class Ctx>

@@ -58,6 +58,7 @@ struct unembed {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<unembed, In, Position> {
+    using provides = kiln::provides<member::reserve>;
     static constexpr bool found =
         diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>;
     static_assert(
