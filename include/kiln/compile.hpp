@@ -609,7 +609,8 @@ class program {
   /// A layer's context: activations as the program stores them (bf16 under
   /// precision<bf16>; detail::forward_stored runs a layer that computes in
   /// f32 on widened copies), weights as GEMMs read them.
-  using context = detail::layer_context<T, B, layout, state_layout, activation_type, activation_type>;
+  using context = detail::layer_context<T, B, detail::parameters_of<Model>, detail::state_of_model<Model>,
+                                        activation_type, activation_type>;
 
   context make_context(std::size_t r, std::size_t k) const noexcept {
     context c;

@@ -101,7 +101,7 @@ struct auto_tag {};
 template <class... P>
 struct declared_parameters {
   template <class Tag>
-  static constexpr bool has = detail::tag_index<typename P::tag...>::template find<Tag>() < sizeof...(P);
+  static constexpr bool has = detail::tag_index<typename P::tag...>::template find<Tag> < sizeof...(P);
 };
 
 namespace detail {

@@ -13,6 +13,22 @@
 
 namespace kiln::detail {
 
+/// The offsets of Model's parameters (and state values) by tag, under a
+/// short name: a context's type is part of the name of every layer pass
+/// compiled for it, so it names the model, not the model's whole layout
+/// (whose spelled-out type grows with the model: N passes each named with
+/// it would cost the compiler time and memory quadratic in N).
+template <class Model>
+struct parameters_of {
+  template <class Tag>
+  static constexpr std::size_t offset = Model::parameters::template offset<Tag>;
+};
+template <class Model>
+struct state_of_model {
+  template <class Tag>
+  static constexpr std::size_t offset = Model::state_layout::template offset<Tag>;
+};
+
 /// Views of one layer's slice of the program for one step. Activations are
 /// column-major `features × batch` (one sample per column, contiguous), i.e.
 /// the row-major [batch, features] layout of PyTorch.

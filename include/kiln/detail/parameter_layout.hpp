@@ -65,15 +65,15 @@ struct parameter_layout {
 
   template <class Tag>
   static constexpr std::size_t index_of() {
-    return tags::template find<Tag>();
+    return tags::template find<Tag>;
   }
 
   template <class Tag>
-  static constexpr bool contains = index_of<Tag>() < sizeof...(P);
+  static constexpr bool contains = tags::template find<Tag> < sizeof...(P);
 
   template <class Tag>
   requires contains<Tag>
-  static constexpr std::size_t offset = offsets[index_of<Tag>()];
+  static constexpr std::size_t offset = offsets[tags::template find<Tag>];
 };
 
 /// The layout of a type_list of parameters.

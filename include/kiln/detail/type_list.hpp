@@ -144,17 +144,38 @@ constexpr std::uint64_t type_hash() {
   return h;
 }
 
-/// Finds types among Keys... by hash, then by address: `find<T>()` is the
+/// One key of a tag_index: its hash, its index among the keys, its address.
+struct tag_entry {
+  std::uint64_t hash;
+  std::size_t index;
+  const void* key;
+};
+
+/// The index of the key (h, key) in `sorted` (by hash, then index), or
+/// `count` when it is not there. A plain function, not a member template of
+/// a class named after every key: each lookup instantiates nothing large.
+constexpr std::size_t find_tag(const tag_entry* sorted, std::size_t count, std::uint64_t h, const void* key) {
+  std::size_t lo = 0, hi = count;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (sorted[mid].hash < h) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  for (; lo < count && sorted[lo].hash == h; ++lo)
+    if (sorted[lo].key == key) return sorted[lo].index;
+  return count;
+}
+
+/// Finds types among Keys... by hash, then by address: `find<T>` is the
 /// index of the first key that is T (N when none is); `first[i]` the index
 /// of the first key equal to key i. O(N log N) to build, O(log N) a lookup.
 template <class... Keys>
 struct tag_index {
   static constexpr std::size_t count = sizeof...(Keys);
-  struct entry {
-    std::uint64_t hash;
-    std::size_t index;
-    const void* key;
-  };
+  using entry = tag_entry;
   static constexpr std::array<entry, count> sorted = [] {
     std::array<entry, count> e{entry{type_hash<Keys>(), 0, type_key<Keys>()}...};
     for (std::size_t i = 0; i < count; ++i) e[i].index = i;
@@ -177,21 +198,7 @@ struct tag_index {
   }();
 
   template <class T>
-  static constexpr std::size_t find() {
-    constexpr std::uint64_t h = type_hash<T>();
-    std::size_t lo = 0, hi = count;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (sorted[mid].hash < h) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    for (; lo < count && sorted[lo].hash == h; ++lo)
-      if (sorted[lo].key == type_key<T>()) return sorted[lo].index;
-    return count;
-  }
+  static constexpr std::size_t find = find_tag(sorted.data(), count, type_hash<T>(), type_key<T>());
 };
 
 }  // namespace kiln::detail

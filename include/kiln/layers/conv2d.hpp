@@ -63,7 +63,7 @@ inline constexpr bool conv2d_kernel_must_fit_the_padded_input = [] {
     return Kernel <= InputShape::extent(1) + 2 * Padding && Kernel <= InputShape::extent(2) + 2 * Padding;
   }
 }();
-template <std::size_t Filters, std::size_t Kernel, std::size_t Stride>
+template <class LayerAt, std::size_t Filters, std::size_t Kernel, std::size_t Stride>
 inline constexpr bool conv2d_filters_kernel_and_stride_must_be_at_least_1 = Filters > 0 && Kernel > 0 && Stride > 0;
 template <std::size_t Kernel, std::size_t Stride>
 inline constexpr bool conv2d_same_padding_needs_an_odd_kernel_and_stride_1 = Kernel % 2 == 1 && Stride == 1;
@@ -71,14 +71,15 @@ inline constexpr bool conv2d_same_padding_needs_an_odd_kernel_and_stride_1 = Ker
 
 template <std::size_t Filters, std::size_t Kernel, std::size_t Stride = 1, int Padding = 0>
 struct conv2d {
-  static_assert(diagnostics::conv2d_filters_kernel_and_stride_must_be_at_least_1<Filters, Kernel, Stride>,
-                "kiln::conv2d<Filters, Kernel, Stride, Padding>: Filters, Kernel and Stride must be at least 1");
   static_assert(Padding != same || diagnostics::conv2d_same_padding_needs_an_odd_kernel_and_stride_1<Kernel, Stride>,
                 "kiln::conv2d: `same` padding needs an odd Kernel and Stride 1");
   static_assert(Padding >= same, "kiln::conv2d: Padding is a count of pixels (>= 0) or kiln::same");
 
   using kiln_layer = void;
-  static constexpr std::size_t pad = Padding == same ? (Kernel - 1) / 2 : static_cast<std::size_t>(Padding);
+  /// Filters, Kernel and Stride, or 1 as a stand-in for 0 (so that error comes alone).
+  static constexpr std::size_t filters = Filters > 0 ? Filters : 1, kernel = Kernel > 0 ? Kernel : 1,
+                               stride = Stride > 0 ? Stride : 1;
+  static constexpr std::size_t pad = Padding == same ? (kernel - 1) / 2 : static_cast<std::size_t>(Padding);
 
   static std::string name() {
     return Padding == same ? fmt::format("conv2d<{}, {}, {}, same>", Filters, Kernel, Stride)
@@ -89,20 +90,23 @@ struct conv2d {
   struct bind : bound_layer_base<conv2d, In, Position> {
     using provides = kiln::provides<member::overwrites_gradients, member::bf16_activations, member::workspace,
                                     member::reserve>;
+    static_assert(diagnostics::conv2d_filters_kernel_and_stride_must_be_at_least_1<layer_at<Position, conv2d>, Filters,
+                                                                                   Kernel, Stride>,
+                  "kiln::conv2d<Filters, Kernel, Stride, Padding>: Filters, Kernel and Stride must be at least 1");
     static_assert(diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In>,
                   "kiln::conv2d: the input must be channels × height × width (rank 3); a one-channel image is "
                   "input<1, H, W>");
-    static_assert(diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, Kernel, pad>,
+    static_assert(diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, kernel, pad>,
                   "kiln::conv2d: the kernel is larger than the padded input");
 
     static constexpr bool fits =
         In::rank == 3 &&
-        diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, Kernel, pad>;
-    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : Kernel,
-                                 W = fits ? In::extent(2) : Kernel;
+        diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, kernel, pad>;
+    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : kernel,
+                                 W = fits ? In::extent(2) : kernel;
     // (a stand-in size when the input does not fit, so that the error above comes alone)
-    static constexpr std::size_t Ho = (H + 2 * pad - Kernel) / Stride + 1, Wo = (W + 2 * pad - Kernel) / Stride + 1;
-    static constexpr std::size_t F = Filters, CKK = C * Kernel * Kernel, P = Ho * Wo;
+    static constexpr std::size_t Ho = (H + 2 * pad - kernel) / stride + 1, Wo = (W + 2 * pad - kernel) / stride + 1;
+    static constexpr std::size_t F = filters, CKK = C * kernel * kernel, P = Ho * Wo;
 
     using output_shape = shape<F, Ho, Wo>;
 
@@ -111,7 +115,7 @@ struct conv2d {
     static constexpr bool bf16_activations = true;
     using weight_tag = detail::auto_tag<Position, 0>;
     using bias_tag = detail::auto_tag<Position, 1>;
-    using parameters = param_list<param<weight_tag, shape<F, C, Kernel, Kernel>, init::automatic>,
+    using parameters = param_list<param<weight_tag, shape<F, C, kernel, kernel>, init::automatic>,
                              param<bias_tag, shape<F>, init::zeros>>;
 
     /// The unfolded input (in bf16, half of it, under bf16 activations) and,
@@ -193,23 +197,23 @@ struct conv2d {
         return reinterpret_cast<A*>(c.scratch);
       }
     }
-    /// The input columns q = j·Stride + v − pad, for output columns j in
+    /// The input columns q = j·stride + v − pad, for output columns j in
     /// [first, last), that fall inside the image (the rest are padding).
     static constexpr std::ptrdiff_t first_inside(std::size_t v) {
-      // smallest j with j·Stride + v ≥ pad
+      // smallest j with j·stride + v ≥ pad
       const std::ptrdiff_t need = static_cast<std::ptrdiff_t>(pad) - static_cast<std::ptrdiff_t>(v);
-      return need <= 0 ? 0 : (need + static_cast<std::ptrdiff_t>(Stride) - 1) / static_cast<std::ptrdiff_t>(Stride);
+      return need <= 0 ? 0 : (need + static_cast<std::ptrdiff_t>(stride) - 1) / static_cast<std::ptrdiff_t>(stride);
     }
-    /// Input column of output column j under tap v is j·Stride + tap_shift(v).
+    /// Input column of output column j under tap v is j·stride + tap_shift(v).
     static constexpr std::ptrdiff_t tap_shift(std::size_t v) {
       return static_cast<std::ptrdiff_t>(v) - static_cast<std::ptrdiff_t>(pad);
     }
     static constexpr std::ptrdiff_t last_inside(std::size_t v) {
-      // one past the largest j with j·Stride + v − pad ≤ W − 1
+      // one past the largest j with j·stride + v − pad ≤ W − 1
       const std::ptrdiff_t top =
           static_cast<std::ptrdiff_t>(W) - 1 + static_cast<std::ptrdiff_t>(pad) - static_cast<std::ptrdiff_t>(v);
       if (top < 0) return 0;
-      return std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(Wo), top / static_cast<std::ptrdiff_t>(Stride) + 1);
+      return std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(Wo), top / static_cast<std::ptrdiff_t>(stride) + 1);
     }
 
     /// Unfolds one sample: for every kernel tap (ch, u, v), each output row's
@@ -217,25 +221,25 @@ struct conv2d {
     template <class T>
     static void im2col(const T* x, T* cols) {
       for (std::size_t ch = 0; ch < C; ++ch)
-        for (std::size_t u = 0; u < Kernel; ++u)
-          for (std::size_t v = 0; v < Kernel; ++v) {
-            T* col = cols + ((ch * Kernel + u) * Kernel + v) * P;
+        for (std::size_t u = 0; u < kernel; ++u)
+          for (std::size_t v = 0; v < kernel; ++v) {
+            T* col = cols + ((ch * kernel + u) * kernel + v) * P;
             const std::ptrdiff_t j0 = first_inside(v), j1 = std::max(j0, last_inside(v));
             for (std::size_t i = 0; i < Ho; ++i) {
               T* out = col + i * Wo;
-              const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
+              const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * stride + u) - static_cast<std::ptrdiff_t>(pad);
               if (r < 0 || r >= static_cast<std::ptrdiff_t>(H)) {
                 for (std::size_t j = 0; j < Wo; ++j) out[j] = T{};
                 continue;
               }
               const T* row = x + (ch * H + static_cast<std::size_t>(r)) * W;
-              if constexpr (Stride == 1) {
+              if constexpr (stride == 1) {
                 // out[j] = row[j + v − pad]: one shifted run (vector-masked where the target has AVX-512)
                 detail::copy_window(row, tap_shift(v), j0, j1, static_cast<std::ptrdiff_t>(Wo), out);
               } else {
                 std::ptrdiff_t j = 0;
                 for (; j < j0; ++j) out[j] = T{};
-                for (; j < j1; ++j) out[j] = row[j * static_cast<std::ptrdiff_t>(Stride) + tap_shift(v)];
+                for (; j < j1; ++j) out[j] = row[j * static_cast<std::ptrdiff_t>(stride) + tap_shift(v)];
                 for (; j < static_cast<std::ptrdiff_t>(Wo); ++j) out[j] = T{};
               }
             }
@@ -244,18 +248,18 @@ struct conv2d {
     template <class T>
     static void col2im(const T* dcols, T* dx) {
 #if defined(__AVX512F__)
-      if constexpr (Stride == 1 && std::is_same_v<T, float>) {
+      if constexpr (stride == 1 && std::is_same_v<T, float>) {
         // Row r of channel ch gathers, from every tap (u, v) whose output
         // row i = r + pad − u exists, that row's run shifted by v − pad.
-        detail::tap_run taps[Kernel * Kernel];
+        detail::tap_run taps[kernel * kernel];
         for (std::size_t ch = 0; ch < C; ++ch)
           for (std::size_t r = 0; r < H; ++r) {
             std::ptrdiff_t count = 0;
-            for (std::size_t u = 0; u < Kernel; ++u) {
+            for (std::size_t u = 0; u < kernel; ++u) {
               const std::ptrdiff_t i = static_cast<std::ptrdiff_t>(r + pad) - static_cast<std::ptrdiff_t>(u);
               if (i < 0 || i >= static_cast<std::ptrdiff_t>(Ho)) continue;
-              for (std::size_t v = 0; v < Kernel; ++v)
-                taps[count++] = {dcols + ((ch * Kernel + u) * Kernel + v) * P + static_cast<std::size_t>(i) * Wo,
+              for (std::size_t v = 0; v < kernel; ++v)
+                taps[count++] = {dcols + ((ch * kernel + u) * kernel + v) * P + static_cast<std::size_t>(i) * Wo,
                                  tap_shift(v), first_inside(v), std::max(first_inside(v), last_inside(v))};
             }
             detail::gather_taps(taps, count, static_cast<std::ptrdiff_t>(W), dx + (ch * H + r) * W);
@@ -265,17 +269,17 @@ struct conv2d {
 #endif
       std::fill_n(dx, C * H * W, T(0));
       for (std::size_t ch = 0; ch < C; ++ch)
-        for (std::size_t u = 0; u < Kernel; ++u)
-          for (std::size_t v = 0; v < Kernel; ++v) {
-            const T* col = dcols + ((ch * Kernel + u) * Kernel + v) * P;
+        for (std::size_t u = 0; u < kernel; ++u)
+          for (std::size_t v = 0; v < kernel; ++v) {
+            const T* col = dcols + ((ch * kernel + u) * kernel + v) * P;
             const std::ptrdiff_t j0 = first_inside(v), j1 = std::max(j0, last_inside(v));
             for (std::size_t i = 0; i < Ho; ++i) {
-              const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * Stride + u) - static_cast<std::ptrdiff_t>(pad);
+              const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i * stride + u) - static_cast<std::ptrdiff_t>(pad);
               if (r < 0 || r >= static_cast<std::ptrdiff_t>(H)) continue;
               const T* in = col + i * Wo;
               T* row = dx + (ch * H + static_cast<std::size_t>(r)) * W;
               for (std::ptrdiff_t j = j0; j < j1; ++j)
-                row[j * static_cast<std::ptrdiff_t>(Stride) + tap_shift(v)] += in[j];
+                row[j * static_cast<std::ptrdiff_t>(stride) + tap_shift(v)] += in[j];
             }
           }
     }

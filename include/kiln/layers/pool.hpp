@@ -45,30 +45,32 @@ inline constexpr bool pooling_window_must_fit_the_input = [] {
     return Window <= InputShape::extent(1) && Window <= InputShape::extent(2);
   }
 }();
-template <std::size_t Window, std::size_t Stride>
+template <class LayerAt, std::size_t Window, std::size_t Stride>
 inline constexpr bool pooling_window_and_stride_must_be_at_least_1 = Window > 0 && Stride > 0;
 }  // namespace diagnostics
 
 namespace detail {
 template <class Spec, std::size_t Window, std::size_t Stride, bool Max>
 struct pool_layer {
-  static_assert(diagnostics::pooling_window_and_stride_must_be_at_least_1<Window, Stride>,
-                "kiln::max_pool / avg_pool<Window, Stride>: Window and Stride must be at least 1");
   using kiln_layer = void;
+  /// Window and Stride, or 1 as a stand-in for 0 (so that error comes alone).
+  static constexpr std::size_t window = Window > 0 ? Window : 1, stride = Stride > 0 ? Stride : 1;
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<Spec, In, Position> {
     using provides = kiln::provides<member::bf16_activations>;
+    static_assert(diagnostics::pooling_window_and_stride_must_be_at_least_1<layer_at<Position, Spec>, Window, Stride>,
+                  "kiln::max_pool / avg_pool<Window, Stride>: Window and Stride must be at least 1");
     static_assert(diagnostics::pooling_input_must_be_channels_height_width<layer_at<Position, Spec>, In>,
                   "kiln::max_pool / avg_pool: the input must be channels × height × width (rank 3)");
-    static_assert(diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, Window>,
+    static_assert(diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, window>,
                   "kiln::max_pool / avg_pool: the window is larger than the input");
     static constexpr bool fits =
-        In::rank == 3 && diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, Window>;
+        In::rank == 3 && diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, window>;
     // (a stand-in size when the input does not fit, so that the error above comes alone)
-    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : Window,
-                                 W = fits ? In::extent(2) : Window;
-    static constexpr std::size_t Ho = (H - Window) / Stride + 1, Wo = (W - Window) / Stride + 1;
+    static constexpr std::size_t C = In::extent(0), H = fits ? In::extent(1) : window,
+                                 W = fits ? In::extent(2) : window;
+    static constexpr std::size_t Ho = (H - window) / stride + 1, Wo = (W - window) / stride + 1;
 
     using output_shape = shape<C, Ho, Wo>;
     using parameters = param_list<>;
@@ -81,7 +83,7 @@ struct pool_layer {
     template <class T>
     static constexpr bool vectorised = [] {
 #if defined(__AVX512F__)
-      return std::is_same_v<T, float> && Window == 2 && Stride == 2;
+      return std::is_same_v<T, float> && window == 2 && stride == 2;
 #else
       return false;
 #endif
@@ -136,10 +138,10 @@ struct pool_layer {
       {
         for (std::size_t i = 0; i < Ho; ++i)
           for (std::size_t j = 0; j < Wo; ++j) {
-            const X* corner = x + i * Stride * W + j * Stride;
+            const X* corner = x + i * stride * W + j * stride;
             T acc = Max ? detail::value_of(corner[0]) : T(0);
-            for (std::size_t u = 0; u < Window; ++u)
-              for (std::size_t v = 0; v < Window; ++v) {
+            for (std::size_t u = 0; u < window; ++u)
+              for (std::size_t v = 0; v < window; ++v) {
                 const T value = detail::value_of(corner[u * W + v]);
                 if constexpr (Max) {
                   acc = value > acc || value != value ? value : acc;  // (a NaN propagates)
@@ -147,7 +149,7 @@ struct pool_layer {
                   acc += value;
                 }
               }
-            y[i * Wo + j] = detail::stored_as<Y>(Max ? acc : acc / T(Window * Window));
+            y[i * Wo + j] = detail::stored_as<Y>(Max ? acc : acc / T(window * window));
           }
       }
     }
@@ -165,20 +167,20 @@ struct pool_layer {
         std::fill_n(dx, H * W, T(0));
         for (std::size_t i = 0; i < Ho; ++i)
           for (std::size_t j = 0; j < Wo; ++j) {
-            const std::size_t corner = i * Stride * W + j * Stride;
+            const std::size_t corner = i * stride * W + j * stride;
             const T g = dy[i * Wo + j];
             if constexpr (Max) {
               bool sent = false;
-              for (std::size_t u = 0; u < Window && !sent; ++u)
-                for (std::size_t v = 0; v < Window && !sent; ++v)
+              for (std::size_t u = 0; u < window && !sent; ++u)
+                for (std::size_t v = 0; v < window && !sent; ++v)
                   if (detail::value_of(x[corner + u * W + v]) == detail::value_of(y[i * Wo + j])) {
                     dx[corner + u * W + v] += g;
                     sent = true;
                   }
             } else {
-              const T share = g / T(Window * Window);
-              for (std::size_t u = 0; u < Window; ++u)
-                for (std::size_t v = 0; v < Window; ++v) dx[corner + u * W + v] += share;
+              const T share = g / T(window * window);
+              for (std::size_t u = 0; u < window; ++u)
+                for (std::size_t v = 0; v < window; ++v) dx[corner + u * W + v] += share;
             }
           }
       }
