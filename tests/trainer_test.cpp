@@ -37,6 +37,25 @@ TEST(trainer, learns_separable_blobs) {
   EXPECT_EQ(after.samples, 301u);
 }
 
+TEST(trainer, a_label_out_of_range_is_refused_before_the_first_step_naming_its_sample) {
+  dataset train = blobs(600, 1);
+  train.labels[537] = 3;  // the model scores classes 0, 1 and 2
+  auto p = compile<net, batch<16>>(1);
+  const std::vector<float> before(p.parameters().begin(), p.parameters().end());
+  trainer t{p, sgd{.lr = 0.05f}};
+  try {
+    t.fit(train, epochs{1}, quiet());
+    FAIL() << "a label of 3 for a model of 3 classes was accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sample 537 has label 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("3 classes (labels 0 to 2)"), std::string::npos) << what;
+  }
+  EXPECT_EQ(before, std::vector<float>(p.parameters().begin(), p.parameters().end()));  // no step was taken
+  EXPECT_THROW(t.fit(train, epochs{1}, {.validation = &train, .progress = progress_mode::none}),
+               std::invalid_argument);
+}
+
 TEST(trainer, same_seeds_give_bitwise_identical_parameters) {
   const dataset train = blobs(200, 3);
   auto run = [&](std::uint64_t fit_seed) {

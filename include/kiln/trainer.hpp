@@ -26,7 +26,8 @@
 //
 // ERRORS
 //   A dataset that does not fit the model (sample size, missing labels or
-//   targets) → std::invalid_argument naming both. A loss that is not finite
+//   targets, a label the loss does not score) → std::invalid_argument naming
+//   both (and the sample), before the first step. A loss that is not finite
 //   → kiln::training_error naming epoch and step, raised before that step's
 //   update, so the parameters are those of the last good step.
 #pragma once
@@ -482,6 +483,18 @@ class trainer {
             "kiln::trainer: the {} '{}' has {} class labels for {} samples; {} "
             "needs {} per sample",
             role, d.name, d.labels.size(), d.size(), Program::loss_type::name(), Program::targets_per_sample));
+      // Every label in range, checked before the first step: the message
+      // names the sample in the dataset, not a position in some batch.
+      if constexpr (requires { Program::bound_loss::class_count; }) {
+        constexpr std::size_t classes = Program::bound_loss::class_count;
+        const auto bad = std::find_if(d.labels.begin(), d.labels.end(), [](std::uint32_t l) { return l >= classes; });
+        if (bad != d.labels.end()) {
+          const std::size_t at = static_cast<std::size_t>(bad - d.labels.begin());
+          throw std::invalid_argument(fmt::format(
+              "kiln::trainer: the {} '{}': sample {} has label {}, but {} scores {} classes (labels 0 to {})", role,
+              d.name, at / Program::targets_per_sample, *bad, Program::loss_type::name(), classes, classes - 1));
+        }
+      }
     } else {
       if (d.target_size != Program::targets_per_sample || d.targets.size() != d.size() * d.target_size)
         throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has {} targets per sample; {} needs {}",
