@@ -21,13 +21,24 @@
 //   programs; loading converts, so either loads into the other.
 //
 // GUARANTEES
-//   * save writes a temporary file in the same directory, flushes and fsyncs
-//     it, then renames it over the target: an interrupted save leaves the
-//     previous checkpoint whole.
-//   * load reads and checks everything before it changes anything: a file
-//     that is missing, not a checkpoint, of a newer format, truncated,
-//     corrupted (checksum), or of another model, raises kiln::checkpoint_error
-//     saying which, and the program and optimizer are left untouched.
+//   * save writes a temporary file `.NAME.tmp-PID` in the same directory,
+//     flushes and fsyncs it, then renames it over the target: an interrupted
+//     save leaves the previous checkpoint whole. A symbolic link is written
+//     through (its target replaced atomically; the link stays a link). A save
+//     removes the temporaries killed saves left in its directory (process
+//     gone from this machine, bytes beginning like a checkpoint).
+//   * load reads and checks everything before it changes anything, the
+//     CRC-32 first (every format ends with a CRC-32 of all before it), so
+//     damage is named as damage: a file that is missing, not a checkpoint,
+//     truncated, corrupted (checksum), of a newer format, of another model,
+//     or intact but holding values training cannot use (out_of_range: a
+//     NaN/inf/negative lr scale, non-finite parameters, ...) raises
+//     kiln::checkpoint_error saying which, and the program and optimizer are
+//     left untouched. It allocates the file's bytes and nothing more,
+//     whatever lengths the file announces (fuzzed: docs/reliability.md).
+//   * fit's rotation (remove_old_checkpoints) keeps the newest K
+//     epoch-NNNN.kiln files of the directory by epoch number, whoever wrote
+//     them, and the one just written.
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
