@@ -492,13 +492,16 @@ inline std::vector<unsigned char> read_checkpoint_file(const std::filesystem::pa
     throw checkpoint_error(
         checkpoint_fault::io, file,
         f ? std::string("not a regular file") : fmt::format("cannot be read: {}", std::strerror(errno)));
-  constexpr std::size_t step = std::size_t{1} << 20;
+  // The file's size, and one byte to see its end; more only if it grows meanwhile.
+  const auto size = std::filesystem::file_size(file, ec);
+  std::size_t want = ec ? std::size_t{1} << 20 : static_cast<std::size_t>(size) + 1;
   for (;;) {
     const std::size_t at = bytes.size();
-    bytes.resize(at + std::max(step, at));
-    const std::size_t got = std::fread(bytes.data() + at, 1, bytes.size() - at, f.get());
+    bytes.resize(at + want);
+    const std::size_t got = std::fread(bytes.data() + at, 1, want, f.get());
     bytes.resize(at + got);
-    if (got == 0) break;
+    if (got < want) break;
+    want = std::max(std::size_t{1} << 20, bytes.size());
   }
   if (std::ferror(f.get()))
     throw checkpoint_error(checkpoint_fault::io, file, fmt::format("cannot be read: {}", std::strerror(errno)));

@@ -19,7 +19,7 @@
 // MEMORY
 //   Reading never allocates more than the file can hold: a plain file's
 //   remaining size bounds the announced array before it is allocated, and
-//   decompressed data is stored as it arrives (in steps of at most 1 MiB or
+//   decompressed data is stored as it arrives (each step at most 64 KiB or
 //   what already arrived), so a header announcing 4 GB in an 11-byte file
 //   costs nothing. Every fault, however hostile the bytes, is a
 //   kiln::data_error (fuzzed: see docs/reliability.md).

@@ -80,14 +80,18 @@ class input_file {
   }
 
   /// Appends to `v` until it holds `n` bytes or the data ends, growing it
-  /// only as bytes arrive (never by more than what is there, or 1 MiB).
-  /// Returns whether `n` bytes were there.
+  /// only as bytes arrive: from a plain file by what it still holds (at
+  /// once), from gzip by what already arrived (64 KiB to start). Returns
+  /// whether `n` bytes were there.
   bool append(std::vector<std::uint8_t>& v, std::size_t n) {
-    constexpr std::size_t step = std::size_t{1} << 20;
+    constexpr std::size_t first = std::size_t{1} << 16;
     while (v.size() < n) {
       const std::size_t at = v.size();
-      v.resize(at + std::min(n - at, std::max(step, at)));
-      const std::size_t got = read(v.data() + at, v.size() - at);
+      const auto left = bound();  // (at least 1: a plain file's end is seen by reading)
+      const std::size_t chunk = left ? static_cast<std::size_t>(std::clamp<std::uint64_t>(*left, 1, n - at))
+                                     : std::min(n - at, std::max(first, at));
+      v.resize(at + chunk);
+      const std::size_t got = read(v.data() + at, chunk);
       v.resize(at + got);
       if (got == 0) return false;
     }
