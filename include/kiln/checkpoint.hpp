@@ -220,12 +220,13 @@ inline void remove_stale_temporaries(const std::filesystem::path& dir) {
       continue;
     const long pid = std::stol(digits);
     if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;
+    std::error_code entry;  // (ec belongs to the iteration)
+    if (it->is_symlink(entry) || !it->is_regular_file(entry)) continue;
     char head[8] = {};
     std::ifstream in(it->path(), std::ios::binary);
     in.read(head, sizeof head);
     if (std::memcmp(head, checkpoint_magic.data(), static_cast<std::size_t>(in.gcount())) != 0) continue;
-    std::filesystem::remove(it->path(), ec);
+    std::filesystem::remove(it->path(), entry);
   }
 }
 
@@ -595,9 +596,11 @@ inline void remove_old_checkpoints(const std::filesystem::path& dir, std::size_t
                                    const std::filesystem::path& just_written = {}) {
   std::vector<std::pair<std::uint64_t, std::filesystem::path>> found;
   std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (const auto e = checkpoint_epoch_of(it->path().filename().string()); e && !it->is_directory(ec))
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code entry;
+    if (const auto e = checkpoint_epoch_of(it->path().filename().string()); e && !it->is_directory(entry))
       found.emplace_back(*e, it->path());
+  }
   keep = std::max<std::size_t>(keep, 1);
   std::sort(found.begin(), found.end());
   for (std::size_t i = 0; i + keep < found.size(); ++i)
