@@ -9,11 +9,13 @@
 #include "support/fake_program.hpp"
 #include "support/files.hpp"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -199,6 +201,29 @@ TEST_F(checkpoint_file, a_save_removes_the_temporaries_of_killed_saves_and_nothi
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{".epoch-0003.kiln.tmp-" + alive, ".notes.txt.tmp-" + dead,
                                              "epoch-0004.kiln.tmp-" + dead, "epoch-0005.kiln"}));
+}
+
+TEST_F(checkpoint_file, a_save_killed_while_writing_leaves_a_temporary_the_next_save_removes) {
+  const auto target = save("c.kiln", {1, 1, 0, {}});
+  const pid_t child = ::fork();  // killed by SIGXFSZ after 100 bytes of its temporary file
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const rlimit limit{100, 100};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    save("c.kiln", {2, 2, 0, {}});
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ);
+  const auto left = dir_ / kiln::detail::temporary_name(target, child);
+  ASSERT_TRUE(fs::exists(left));
+  EXPECT_EQ(fs::file_size(left), 100u);
+  auto q = program::filled(0.0f);
+  EXPECT_EQ(kiln::load_checkpoint(target, q).epoch, 1u);  // the previous checkpoint, whole
+  save("c.kiln", {3, 3, 0, {}});
+  EXPECT_FALSE(fs::exists(left));
+  EXPECT_EQ(kiln::load_checkpoint(target, q).epoch, 3u);
 }
 
 TEST_F(checkpoint_file, rotation_keeps_the_newest_by_epoch_whoever_wrote_them) {
