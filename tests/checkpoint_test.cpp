@@ -1,6 +1,8 @@
 // Checkpoints: exact round trips (ties stored once, restored shared), every
 // kind of bad file refused without touching the program, atomic writes, the
-// newest K kept, and a resumed run equal to an uninterrupted one.
+// newest K kept (whoever wrote them), and a resumed run equal to an
+// uninterrupted one. Damage, hostile files, links and temporaries:
+// checkpoint_file_test.cpp.
 #include <kiln/kiln.hpp>
 
 #include <gtest/gtest.h>
@@ -136,7 +138,10 @@ TEST_F(checkpoint, refuses_every_bad_file_and_changes_nothing) {
   expect_refused(dir_ / "text.kiln", checkpoint_fault::not_a_checkpoint, "not a kiln checkpoint");
 
   auto newer = good;
-  newer[8] = 3;  // format version
+  newer[8] = 3;  // format version, and a checksum to match: a file from a newer kiln
+  const std::uint32_t crc = kiln::detail::crc32_of(
+      std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(newer.data()), newer.size() - 4));
+  std::memcpy(newer.data() + newer.size() - 4, &crc, 4);
   write(dir_ / "newer.kiln", newer);
   expect_refused(dir_ / "newer.kiln", checkpoint_fault::newer_format, "format version 3 is newer");
 
@@ -251,16 +256,35 @@ TEST_F(checkpoint, the_optimizer_must_match) {
 }  // namespace
 
 namespace {
-TEST_F(checkpoint, rotation_only_removes_what_this_trainer_wrote) {
-  for (const char* stale : {"epoch-0010.kiln", "epoch-0011.kiln"}) std::ofstream(dir_ / stale) << "old run";
+TEST_F(checkpoint, rotation_keeps_the_newest_of_every_run_and_the_one_just_written) {
+  // An earlier run's epochs 10 and 11 outrank this run's: the directory stays
+  // at keep_checkpoints + 1 files, and this run's latest is always there.
+  for (const char* stale : {"epoch-0010.kiln", "epoch-0011.kiln", "notes.txt"})
+    std::ofstream(dir_ / stale) << "old run";
   auto p = compile<mlp, batch<8>>(1);
   trainer t{p, sgd{.lr = 0.05f}};
   t.fit(blobs(64, 1), epochs{3}, {.progress = progress_mode::none, .checkpoint_dir = dir_, .keep_checkpoints = 2});
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"epoch-0002.kiln", "epoch-0003.kiln", "epoch-0010.kiln", "epoch-0011.kiln"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"epoch-0003.kiln", "epoch-0010.kiln", "epoch-0011.kiln", "notes.txt"}));
+}
+
+TEST_F(checkpoint, a_checkpoint_directory_that_cannot_be_created_is_a_checkpoint_error_naming_it) {
+  std::ofstream(dir_ / "file") << "in the way";
+  auto p = compile<mlp, batch<8>>(1);
+  trainer t{p, sgd{.lr = 0.05f}};
+  const auto where = dir_ / "file" / "checkpoints";
+  try {
+    t.fit(blobs(64, 1), epochs{1}, {.progress = progress_mode::none, .checkpoint_dir = where});
+    ADD_FAILURE() << "no error";
+  } catch (const checkpoint_error& e) {
+    EXPECT_EQ(e.fault(), checkpoint_fault::io);
+    EXPECT_EQ(e.file(), where);
+    EXPECT_NE(std::string(e.what()).find(where.string() + ": cannot create the checkpoint directory"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(checkpoint, a_continued_run_appends_to_the_metrics_log) {

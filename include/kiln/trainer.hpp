@@ -402,20 +402,14 @@ class trainer {
   }
 
  private:
-  /// Saves this epoch's checkpoint, then removes the oldest of the ones this
-  /// trainer wrote beyond the newest keep_checkpoints (files it did not
-  /// write are never touched).
+  /// Saves this epoch's checkpoint, then keeps the newest keep_checkpoints
+  /// epoch-NNNN.kiln files in the directory (by epoch number, whoever wrote
+  /// them) and the one just written; other files are never touched.
   void rotate_checkpoints(const fit_options& o) {
-    std::filesystem::create_directories(o.checkpoint_dir);
-    const auto file = o.checkpoint_dir / fmt::format("epoch-{:04}.kiln", epoch_);
+    detail::create_checkpoint_directory(o.checkpoint_dir);
+    const auto file = o.checkpoint_dir / checkpoint_file_name(epoch_);
     save(file, o.seed);
-    std::erase(written_, file);
-    written_.push_back(file);
-    while (written_.size() > std::max<std::size_t>(o.keep_checkpoints, 1)) {
-      std::error_code ec;
-      std::filesystem::remove(written_.front(), ec);
-      written_.erase(written_.begin());
-    }
+    remove_old_checkpoints(o.checkpoint_dir, o.keep_checkpoints, file);
   }
 
   static double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -538,7 +532,6 @@ class trainer {
   bool has_best_ = false;
   bool stop_requested_ = false;
   std::size_t partial_steps_ = 0;  ///< steps done of an epoch stop() cut short
-  std::vector<std::filesystem::path> written_;
 };
 
 }  // namespace kiln

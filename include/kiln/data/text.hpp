@@ -4,9 +4,11 @@
 //   `char_vocabulary`   a fixed vocabulary of 96 tokens: '\n' is 0, the
 //                       printable ASCII characters ' '…'~' are 1…95. A tab
 //                       reads as a space; other bytes are dropped.
+//   `read_text`         a file's bytes (plain or gzip), bounded by what the
+//                       file holds.
 //   `load_fortunes`     the text of the Debian package `fortunes` (every
 //                       fortune file in /usr/share/games/fortunes), with the
-//                       '%' separator lines removed.
+//                       '%' separator lines removed (`fortune_text`).
 //   `next_token_dataset` windows of `Context` tokens as samples, labelled
 //                       with the token that follows each window: the data of
 //                       model<input_tokens<Context>, ...> with
@@ -20,7 +22,9 @@
 //
 // ERRORS
 //   A missing corpus directory, or one without fortune files, raises
-//   kiln::data_error naming it.
+//   kiln::data_error naming it; so does a file that cannot be read, or
+//   gzip input that is corrupt or cut off. Plain text has no redundancy: a
+//   damaged byte reads as what it became (docs/reliability.md).
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
@@ -30,8 +34,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -42,6 +46,7 @@
 
 #include <kiln/data/dataset.hpp>
 #include <kiln/data/idx.hpp>
+#include <kiln/detail/input_file.hpp>
 #include <kiln/random.hpp>
 
 namespace kiln {
@@ -75,6 +80,33 @@ struct char_vocabulary {
 
 inline constexpr std::string_view fortunes_directory = "/usr/share/games/fortunes";
 
+/// The bytes of `file` (plain, or gzip-compressed and checked), as they are.
+/// Memory: what the file holds, taken as it arrives. Throws kiln::data_error
+/// naming the file on any fault (see kiln/data/idx.hpp for gzip's).
+inline std::string read_text(const std::filesystem::path& file) {
+  detail::input_file in(file, [&](const std::string& what) { throw data_error(file, what); });
+  std::vector<std::uint8_t> bytes;
+  in.append(bytes, std::numeric_limits<std::size_t>::max() / 2);
+  return {bytes.begin(), bytes.end()};
+}
+
+/// The lines of a fortune file's text, '%' separator lines removed, each
+/// ended by '\n'.
+inline std::string fortune_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 1);
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    const auto line = text.substr(0, end);
+    if (line != "%") {
+      out += line;
+      out += '\n';
+    }
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+  }
+  return out;
+}
+
 /// Every fortune file under `dir` (sorted by name, so the text is the same
 /// on every machine), '%' lines removed.
 inline std::string load_fortunes(const std::filesystem::path& dir = std::filesystem::path(fortunes_directory)) {
@@ -91,15 +123,7 @@ inline std::string load_fortunes(const std::filesystem::path& dir = std::filesys
   if (files.empty()) throw data_error(dir, "holds no fortune files (a file with a .dat index beside it)");
   std::sort(files.begin(), files.end());
   std::string text;
-  for (const auto& f : files) {
-    std::ifstream in(f);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line == "%") continue;
-      text += line;
-      text += '\n';
-    }
-  }
+  for (const auto& f : files) text += fortune_text(read_text(f));
   return text;
 }
 
