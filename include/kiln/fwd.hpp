@@ -26,7 +26,7 @@ template <std::size_t Length>
 struct input_tokens;
 
 /// `model<input<...>, Layers...>`: a flat, typed list of layers.
-template <class Input, class... Layers>
+template <class... Entries>  // (an input<...>, then its layers)
 struct model;
 
 /// Compile options: samples per step, and the scalar type of the program.
@@ -63,7 +63,7 @@ struct mse;
 struct sgd;
 
 /// The compiled program and its trainer.
-template <std::size_t N, std::size_t... Cores>
+template <long long N, long long... Cores>  // (signed: replicate<-1> is our error, not a narrowing one)
 struct replicate;
 namespace detail {
 struct single_replica;

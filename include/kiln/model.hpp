@@ -54,6 +54,8 @@ template <class First>
 inline constexpr bool model_must_start_with_kiln_input = kiln::Input<First>;
 template <std::size_t Position, class Entry>
 inline constexpr bool model_entry_must_be_a_kiln_layer = kiln::Layer<Entry>;
+template <class... Entries>
+inline constexpr bool model_lists_its_input_then_at_least_one_layer = sizeof...(Entries) >= 2;
 }  // namespace diagnostics
 
 namespace detail {
@@ -234,7 +236,7 @@ struct model_plan<type_list<L...>, In, B, T> {
 }  // namespace detail
 
 template <class InputEntry, class... Layers>
-struct model {
+struct model<InputEntry, Layers...> {
   static_assert(diagnostics::model_must_start_with_kiln_input<InputEntry>,
                 "kiln::model: the first entry must be kiln::input<...>, the shape of one sample");
   static_assert(diagnostics::model_needs_at_least_one_layer_after_its_input<InputEntry, sizeof...(Layers)>,
@@ -382,6 +384,29 @@ struct model {
     }
     return out;
   }
+};
+
+namespace detail {
+/// What `model<>` stands on (it is an error already): the identity, a view.
+struct stand_in_layer {
+  using kiln_layer = void;
+  static std::string name() { return "(none)"; }
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind : bound_layer_base<stand_in_layer, In, Position> {
+    using output_shape = In;
+    using parameters = param_list<>;
+    static constexpr bool is_view = true;
+  };
+};
+}  // namespace detail
+
+/// `model<>` (the primary template, used only without entries): one error,
+/// and a stand-in model after it (so no cascade).
+template <class... Entries>
+struct model : model<input<1>, detail::stand_in_layer> {
+  static_assert(diagnostics::model_lists_its_input_then_at_least_one_layer<Entries...>,
+                "kiln::model<>: a model lists its input<...> first, then at least one layer, e.g. "
+                "model<input<784>, dense<10>>");
 };
 
 /// `Model<M>`: M is a kiln::model (or a struct derived from one).

@@ -33,23 +33,29 @@
 namespace kiln {
 
 namespace diagnostics {
-template <std::size_t N>
+template <long long N>
 inline constexpr bool replicate_needs_at_least_one_replica = N > 0;
-template <std::size_t N, std::size_t... Cores>
-inline constexpr bool replicate_names_no_core_or_one_per_replica = sizeof...(Cores) == 0 || sizeof...(Cores) == N;
+template <long long N, long long... Cores>
+inline constexpr bool replicate_names_no_core_or_one_per_replica =
+    sizeof...(Cores) == 0 || static_cast<long long>(sizeof...(Cores)) == N;
+template <long long... Cores>
+inline constexpr bool replicate_core_numbers_must_be_at_least_0 = ((Cores >= 0) && ...);
 }  // namespace diagnostics
 
 /// Data-parallel training on N replicas, one thread each, pinned to cores
 /// 0…N−1, or to the named Cores (`replicate<1, 5>`: one replica on core 5).
-template <std::size_t N, std::size_t... Cores>
+template <long long N, long long... Cores>
 struct replicate {
   static_assert(diagnostics::replicate_needs_at_least_one_replica<N>,
                 "kiln::replicate<N>: N is the number of replicas and must be at least 1");
-  static_assert(diagnostics::replicate_names_no_core_or_one_per_replica<N, Cores...>,
+  static_assert(N <= 0 || diagnostics::replicate_names_no_core_or_one_per_replica<N, Cores...>,
                 "kiln::replicate<N, Cores...>: name no core (replica r runs on core r) or exactly one core per "
                 "replica");
-  static constexpr std::size_t replicas = N;
-  static constexpr std::array<std::size_t, sizeof...(Cores)> cores{Cores...};
+  static_assert(diagnostics::replicate_core_numbers_must_be_at_least_0<Cores...>,
+                "kiln::replicate<N, Cores...>: a core number is at least 0");
+  /// N, or 1 as a stand-in when N < 1 (so that error comes alone).
+  static constexpr std::size_t replicas = N > 0 ? static_cast<std::size_t>(N) : 1;
+  static constexpr std::array<std::size_t, sizeof...(Cores)> cores{static_cast<std::size_t>(Cores)...};
   static constexpr bool threaded = true;
 };
 
@@ -63,7 +69,7 @@ struct single_replica {
 
 template <class T>
 struct is_replicate : std::false_type {};
-template <std::size_t N, std::size_t... C>
+template <long long N, long long... C>
 struct is_replicate<replicate<N, C...>> : std::true_type {};
 
 /// Of a step whose first `valid` samples count, how many of replica r's B do.

@@ -33,7 +33,7 @@
 namespace kiln {
 
 namespace diagnostics {
-template <class... Options>
+template <class LayerAt, class... Options>
 inline constexpr bool unembed_takes_one_option_tied_tag = sizeof...(Options) == 1 && (is_tie<Options>::value && ...);
 template <class Tag, class LayerAt, class Declared>
 inline constexpr bool unembed_needs_an_embedding_tied_to_the_same_tag = [] {
@@ -50,8 +50,6 @@ inline constexpr bool unembed_input_width_must_equal_the_embedding_dim =
 
 template <class... Options>
 struct unembed {
-  static_assert(diagnostics::unembed_takes_one_option_tied_tag<Options...>,
-                "kiln::unembed<tied<Tag>>: name the embedding's weight with exactly one tied<Tag>");
   using kiln_layer = void;
   using tag = typename detail::tie_of<detail::untied<void>, Options...>::type::tag;
   static std::string name() { return "unembed<tied>"; }
@@ -59,10 +57,15 @@ struct unembed {
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<unembed, In, Position> {
     using provides = kiln::provides<member::reserve>;
+    static constexpr bool one_tie = diagnostics::unembed_takes_one_option_tied_tag<layer_at<Position, unembed>, Options...>;
+    static_assert(diagnostics::unembed_takes_one_option_tied_tag<layer_at<Position, unembed>, Options...>,
+                  "kiln::unembed<tied<Tag>>: name the embedding's weight with exactly one tied<Tag>");
     static constexpr bool found =
         diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>;
+    // (Without a tie there is no Tag to look for: the error above comes alone.)
     static_assert(
-        diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>,
+        !one_tie ||
+            diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>,
         "kiln::unembed<tied<Tag>>: no embedding<Vocab, Dim, tied<Tag>> in this model declares Tag");
     // (a stand-in shape when not found, so that the error above comes alone)
     using table_shape =
