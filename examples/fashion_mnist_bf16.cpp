@@ -38,12 +38,14 @@ int main(int argc, char** argv) try {
   const std::size_t n_epochs = argc > 2 ? std::stoul(argv[2]) : 10;
   const std::uint64_t seed = argc > 3 ? std::stoull(argv[3]) : 42;
   const std::string dir = argc > 4 ? argv[4] : std::string(fashion_mnist::default_directory);
-  const fashion_mnist data = fashion_mnist::load(dir, {.normalize = pixel_normalization::standardize});
+  fashion_mnist data = fashion_mnist::load(dir, {.normalize = pixel_normalization::standardize});
   result f32, b16;
   if (which == "mlp") {
     f32 = train<mlp, precision<float>, batch<64>>(data, n_epochs, 0.01f, false, seed);
     b16 = train<mlp, precision<bf16>, batch<64>>(data, n_epochs, 0.01f, false, seed);
   } else if (which == "cnn") {
+    data.train.reshape({1, 28, 28});  // one channel of 28 × 28: the same values
+    data.test.reshape({1, 28, 28});
     f32 = train<cnn, precision<float>, batch<32>, replicate<2>>(data, n_epochs, 0.05f, true, seed);
     b16 = train<cnn, precision<bf16>, batch<32>, replicate<2>>(data, n_epochs, 0.05f, true, seed);
   } else {

@@ -25,8 +25,11 @@ static_assert(cnn::parameter_count == 215'466);
 int main(int argc, char** argv) try {
   const std::string dir = argc > 1 ? argv[1] : std::string(fashion_mnist::default_directory);
   const std::size_t n_epochs = argc > 2 ? std::stoul(argv[2]) : 10;
-  // The files hold 28 × 28 samples; input<1, 28, 28> has the same 784 values.
-  const fashion_mnist data = fashion_mnist::load(dir, {.normalize = pixel_normalization::standardize});
+  // The files hold 28 × 28 samples; the model takes one channel of 28 × 28:
+  // the same 784 values, which the datasets are told explicitly.
+  fashion_mnist data = fashion_mnist::load(dir, {.normalize = pixel_normalization::standardize});
+  data.train.reshape({1, 28, 28});
+  data.test.reshape({1, 28, 28});
   std::printf("%s", cnn::summary().c_str());
 
   auto program = compile<cnn, batch<32>, replicate<2>>(/*seed=*/42);  // 64 samples per step

@@ -24,7 +24,7 @@ struct shared_w;
 using chain =
     model<input<32>, dense<10, no_bias, tied<shared_w>>, dense<32, no_bias>, dense<10, no_bias, tied<shared_w>>>;
 
-dataset blobs(std::size_t n, std::uint64_t seed) { return kiln::testing::blobs(n, seed, {4}); }
+dataset blobs(std::size_t n, std::uint64_t seed) { return kiln::testing::blobs(n, seed, {2, 2}); }
 
 const fit_options quiet{.seed = 4, .progress = progress_mode::none};
 

@@ -160,8 +160,18 @@ TEST(trainer, refuses_data_that_does_not_fit_the_model) {
   auto p = compile<net, batch<8>>(2);
   trainer t{p, sgd{}};
   dataset wrong = blobs(16, 1);
-  wrong.sample_shape = {4, 1};  // same size, fine
+  wrong.sample_shape = {4, 1};  // the same size is not enough: the shape must be the model's
+  try {
+    t.evaluate(wrong);
+    FAIL() << "samples of shape {4, 1} were taken by input<2, 2>";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "kiln::trainer: the evaluation set 'blobs' has samples of shape {4, 1}, but the model's input is "
+                 "shape<2, 2>; if the same values in the same order are meant, say so with dataset::reshape({2, 2})");
+  }
+  wrong.reshape({2, 2});  // said explicitly: fine
   EXPECT_NO_THROW(t.evaluate(wrong));
+  EXPECT_THROW(wrong.reshape({5}), std::invalid_argument);
   wrong.sample_shape = {5};
   wrong.features.resize(16 * 5);
   try {

@@ -468,6 +468,15 @@ class trainer {
                       role, d.name, d.sample_size(), to_string(typename Program::model_type::input_shape_type{}),
                       Program::input_size));
     }
+    // The same size is not enough: {784} samples are not input<28, 28>'s.
+    constexpr auto extents = Program::model_type::input_shape_type::extents;
+    if (!std::equal(d.sample_shape.begin(), d.sample_shape.end(), extents.begin(), extents.end())) {
+      throw std::invalid_argument(fmt::format(
+          "kiln::trainer: the {} '{}' has samples of shape {{{}}}, but the model's input is {}; if the same values "
+          "in the same order are meant, say so with dataset::reshape({{{}}})",
+          role, d.name, fmt::join(d.sample_shape, ", "), to_string(typename Program::model_type::input_shape_type{}),
+          fmt::join(extents, ", ")));
+    }
   }
   void check(const dataset& d, const char* role) const {
     check_features(d, role);

@@ -48,6 +48,19 @@ struct dataset {
     return {features.data() + i * sample_size(), sample_size()};
   }
 
+  /// Sees the same values as samples of another shape of the same size, in
+  /// the same order: what a model whose input is shaped otherwise needs
+  /// (`reshape({1, 28, 28})` for 28 × 28 images fed to input<1, 28, 28>).
+  /// The trainer does not do this silently: shapes must match.
+  void reshape(std::vector<std::size_t> shape) {
+    const std::size_t n = std::accumulate(shape.begin(), shape.end(), std::size_t{1}, std::multiplies<>{});
+    if (shape.empty() || n != sample_size()) {
+      throw std::invalid_argument(fmt::format("kiln::dataset '{}': cannot reshape samples of {} values to {{{}}}", name,
+                                              sample_size(), fmt::join(shape, ", ")));
+    }
+    sample_shape = std::move(shape);
+  }
+
   void validate() const {
     const std::size_t s = sample_size();
     if (s == 0 || features.size() % s != 0) {
