@@ -43,6 +43,7 @@
 #include <kiln/losses/mse.hpp>
 #include <kiln/losses/softmax_cross_entropy.hpp>
 #include <kiln/model.hpp>
+#include <kiln/options.hpp>
 #include <kiln/optim/adam.hpp>
 #include <kiln/optim/sgd.hpp>
 #include <kiln/random.hpp>

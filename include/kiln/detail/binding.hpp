@@ -1,0 +1,207 @@
+// kiln/detail/binding.hpp — binding a list of layer specs, one after another,
+// and what the bound list declares: parameters (with their initialisers
+// resolved), state, and the layers nested inside others.
+//
+// POSITIONS
+//   Layers are numbered 1, 2, … in the order they appear, nested layers
+//   included: a layer that contains others takes its own position and those
+//   of its contents (`positions`), so every layer, however deep, has one
+//   number (used in diagnostics, in the summary and in automatic tags).
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <kiln/detail/parameter_layout.hpp>
+#include <kiln/detail/type_list.hpp>
+#include <kiln/layer.hpp>
+#include <kiln/shape.hpp>
+
+namespace kiln::detail {
+
+template <class M>
+struct submodel;
+
+/// The layer spec of a model entry: the entry itself, or, for a model used as
+/// a layer (`struct encoder : model<...> {}`), its adapter.
+template <class Spec>
+struct as_layer {
+  using type = Spec;
+};
+template <class Spec>
+requires requires { typename Spec::kiln_model; }
+struct as_layer<Spec> {
+  using type = submodel<Spec>;
+};
+template <class Spec>
+using as_layer_t = typename as_layer<Spec>::type;
+
+/// How many positions a bound layer takes: 1, plus those of its contents.
+template <class Bound>
+constexpr std::size_t positions_of() {
+  if constexpr (lists<Bound, member::positions>) {
+    return Bound::positions;
+  } else {
+    return 1;
+  }
+}
+
+template <class Spec, class In, std::size_t Position, class Declared>
+using bound_t = typename as_layer_t<Spec>::template bind<In, Position, Declared>;
+
+/// Binds Specs... in order, each to the output shape of the one before.
+/// (A plain recursive struct: when a layer rejects its input, the
+/// compiler's context lists one short line per layer.)
+template <class Declared, class In, std::size_t Position, class Done, class... Todo>
+struct bind_chain;
+template <class Declared, class In, std::size_t Position, class... Done>
+struct bind_chain<Declared, In, Position, type_list<Done...>> {
+  using layers = type_list<Done...>;
+  static constexpr std::size_t next_position = Position;
+  using output_shape = In;
+};
+template <class Declared, class In, std::size_t Position, class... Done, class Spec, class... Rest>
+struct bind_chain<Declared, In, Position, type_list<Done...>, Spec, Rest...>
+    : bind_chain<Declared, typename bound_t<Spec, In, Position, Declared>::output_shape,
+                 Position + positions_of<bound_t<Spec, In, Position, Declared>>(),
+                 type_list<Done..., bound_t<Spec, In, Position, Declared>>, Rest...> {
+  // Its optional members are those it lists (else an error names the member).
+  static_assert(layer_traits<bound_t<Spec, In, Position, Declared>>::checked || true);  // (it reports, once)
+};
+
+template <class Spec>
+struct declared_by {
+  using type = declared_parameters<>;
+};
+template <class Spec>
+requires requires { typename as_layer_t<Spec>::declared_parameters; }
+struct declared_by<Spec> {
+  using type = typename as_layer_t<Spec>::declared_parameters;
+};
+template <class List>
+struct as_declared;
+template <class... P>
+struct as_declared<type_list<P...>> {
+  using type = declared_parameters<P...>;
+};
+template <class Declared>
+struct declared_list;
+template <class... P>
+struct declared_list<declared_parameters<P...>> {
+  using type = type_list<P...>;
+};
+/// Every parameter that Specs... (and what they contain) declare by tag.
+template <class... Specs>
+using declared_of =
+    typename as_declared<join_t<typename declared_list<typename declared_by<Specs>::type>::type...>>::type;
+
+constexpr int resolve_init(init declared, init hint) {
+  return static_cast<int>(declared == init::automatic ? hint : declared);
+}
+
+template <class P, init Hint, class Owner>
+struct stored_param_for {
+  using type =
+      stored_param<typename P::tag, typename P::shape_type, resolve_init(P::initializer, Hint),
+                   (P::shape_type::rank >= 2 ? P::shape_type::size / P::shape_type::extent(0) : P::shape_type::size),
+                   (P::shape_type::rank >= 2 ? P::shape_type::extent(0) : P::shape_type::size), Owner>;
+};
+/// A parameter a contained layer already resolved keeps its initialiser and owner.
+template <class P, init Hint, class Owner>
+requires requires { typename P::owner; }
+struct stored_param_for<P, Hint, Owner> {
+  using type = P;
+};
+
+/// A bound layer's parameters as the model stores them (owner: the layer).
+template <class B, init Hint, class List = typename B::parameters>
+struct stored_params_of;
+template <class B, init Hint, class... P>
+struct stored_params_of<B, Hint, type_list<P...>> {
+  using type = type_list<typename stored_param_for<P, Hint, layer_at<B::position, typename B::spec>>::type...>;
+};
+
+/// The initialisation hint of the spec after each of Specs... (Glorot after the last).
+template <class... Specs>
+inline constexpr std::array<init, sizeof...(Specs) + 1> hints_after{init_hint_of<Specs>()..., init::glorot_uniform};
+
+/// Every parameter of every bound layer of Bound (a type_list, bound from
+/// Specs), with `init::automatic` resolved from the layer that follows (He
+/// before relu, Glorot otherwise): one pack expansion, no walk.
+template <class Bound, class Specs, class Seq = std::make_index_sequence<Bound::size>>
+struct collect_parameters;
+template <class... B, class... S, std::size_t... I>
+struct collect_parameters<type_list<B...>, type_list<S...>, std::index_sequence<I...>> {
+  using type = join_t<typename stored_params_of<B, hints_after<S...>[I + 1]>::type...>;
+};
+template <class Bound, class Specs>
+using collect_parameters_t = typename collect_parameters<Bound, Specs>::type;
+
+/// The state (non-trained values such as running statistics) of a bound layer.
+template <class B>
+struct state_of {
+  using type = type_list<>;
+};
+template <class B>
+requires lists<B, member::state>
+struct state_of<B> {
+  using type = typename B::state;
+};
+template <class B>
+using state_of_t = typename state_of<B>::type;
+
+template <class B, class List = state_of_t<B>>
+struct stored_state_of;
+template <class B, class... P>
+struct stored_state_of<B, type_list<P...>> {
+  using type = type_list<typename stored_param_for<P, init::zeros, layer_at<B::position, typename B::spec>>::type...>;
+};
+template <class Bound>
+struct collect_state;
+template <class... B>
+struct collect_state<type_list<B...>> {
+  using type = join_t<typename stored_state_of<B>::type...>;
+};
+template <class Bound>
+using collect_state_t = typename collect_state<Bound>::type;
+
+/// True for a layer whose body is a chain of layers (residual, a model used
+/// as a layer, transformer_block).
+template <class L>
+concept contains_layers = requires { typename L::chain::layers; };
+
+/// Every bound layer, those inside others right after the layer that holds them.
+template <class L>
+struct nested_layers {
+  using type = type_list<L>;
+};
+template <class Bound>
+struct flatten_nested;
+template <class... B>
+struct flatten_nested<type_list<B...>> {
+  using type = join_t<typename nested_layers<B>::type...>;
+};
+template <contains_layers L>
+struct nested_layers<L> {
+  using type = join_t<type_list<L>, typename flatten_nested<typename L::chain::layers>::type>;
+};
+template <class Bound>
+using flatten_nested_t = typename flatten_nested<Bound>::type;
+
+/// Calls f(L*, depth) for every bound layer of Bound, the contents of a layer
+/// that contains layers right after it (depth + 1).
+template <class Bound, class F>
+void for_each_nested(Bound bound, F&& f, int depth = 0) {
+  for_each_type(bound, [&](auto* l) {
+    using L = std::remove_pointer_t<decltype(l)>;
+    f(l, depth);
+    if constexpr (contains_layers<L>) for_each_nested(typename L::chain::layers{}, f, depth + 1);
+  });
+}
+
+}  // namespace kiln::detail
