@@ -31,7 +31,7 @@ struct runner {
   double window(std::size_t steps) {
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < steps; ++i) {
-      p.train_step(t, o, s);
+      kiln::train_step(p, t, o, s);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return static_cast<double>(steps * Program::global_batch) / seconds;

@@ -119,10 +119,10 @@ void expect_allocation_free_replicated_steps() {
   sgd::state<float> s(p.parameters().size());
   std::vector<std::uint32_t> t(64, 3);
   for (auto& x : p.input()) x = 0.5f;
-  p.train_step(t, o, s);  // the threads are up and have run once
+  kiln::train_step(p, t, o, s);  // the threads are up and have run once
   const long before = allocations;
   for (int step = 0; step < 5; ++step) {
-    p.train_step(t, o, s);
+    kiln::train_step(p, t, o, s);
     p.forward();
     p.evaluate(t, 40);
   }

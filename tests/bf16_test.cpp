@@ -201,7 +201,7 @@ TEST(bf16, the_weights_copy_follows_every_change_to_the_parameters) {
   std::vector<std::uint32_t> labels(8, 1);
   sgd opt{.lr = 0.1f};
   sgd::state<float> state(p.parameters().size());
-  p.train_step(labels, opt, state);
+  kiln::train_step(p, labels, opt, state);
   p.forward();
   fresh.assign_parameters(p);
   fresh.forward();

@@ -233,7 +233,7 @@ TEST(replicate, train_step_equals_forward_backward_then_update) {
     for (auto& x : a.input()) x = static_cast<float>(g.uniform(-1, 1));
     std::copy(a.input().begin(), a.input().end(), b.input().begin());
     for (auto& v : t) v = static_cast<std::uint32_t>(g.below(3));
-    const auto la = a.train_step(t, o, sa);
+    const auto la = kiln::train_step(a, t, o, sa);
     b.forward();
     const auto lb = b.backward(t);
     sb.step(o, b.parameters(), b.gradients());
@@ -245,7 +245,7 @@ TEST(replicate, train_step_equals_forward_backward_then_update) {
   // A non-finite loss skips the update.
   const std::vector<float> before(a.parameters().begin(), a.parameters().end());
   a.input()[3] = std::nanf("");
-  EXPECT_TRUE(std::isnan(a.train_step(t, o, sa).loss));
+  EXPECT_TRUE(std::isnan(kiln::train_step(a, t, o, sa).loss));
   EXPECT_EQ(before, std::vector<float>(a.parameters().begin(), a.parameters().end()));
 }
 }  // namespace

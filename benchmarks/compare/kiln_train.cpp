@@ -37,7 +37,7 @@ void run(const compare::Args& args, int threads, const std::vector<float>& xs, c
     const auto i = static_cast<std::size_t>(k++ % num_batches);
     std::copy_n(xs.data() + i * compare::kBatch * compare::kPixels, compare::kBatch * compare::kPixels,
                 p.input().data());
-    return p.train_step(std::span<const std::uint32_t>(ys.data() + i * compare::kBatch, compare::kBatch), opt, state)
+    return kiln::train_step(p, std::span<const std::uint32_t>(ys.data() + i * compare::kBatch, compare::kBatch), opt, state)
         .loss;
   };
   const auto [samples_per_s, final_loss] = compare::timed_windows(args, step);

@@ -23,7 +23,7 @@ int main() {{
   std::fill(program.input().begin(), program.input().end(), {input});
   sgd opt{{.lr = 0.01f}};
   sgd::state<float> state(program.parameters().size());
-  const auto r = program.train_step(targets, opt, state);
+  const auto r = train_step(program, targets, opt, state);
   std::printf("%g\\n", r.loss);
 }}
 """

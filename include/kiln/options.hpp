@@ -36,8 +36,6 @@ template <class... Options>
 inline constexpr bool compile_takes_at_most_one_replicate = false;
 template <class NotAModel, class... Options>
 inline constexpr bool compile_takes_the_model_first_then_the_options = false;
-template <class LayerAt, bool OwnsItsParameters>
-inline constexpr bool a_layer_that_overwrites_gradients_must_own_its_parameters_alone = OwnsItsParameters;
 }  // namespace diagnostics
 
 /// Samples per step. Every step of a program takes exactly B samples.

@@ -290,7 +290,8 @@ class trainer {
         optimizer_.lr = static_cast<float>(base_lr_ * o.schedule(step_, e) * lr_scale_);
         program_.set_step(step_);  // dropout's masks follow the trainer's step, so a resumed run draws the same
         const loss_value r =
-            program_.train_step(std::span<const target_type>(targets_), optimizer_, state_, o.clip_grad_norm);
+            kiln::train_step(program_, std::span<const target_type>(targets_), optimizer_, state_,
+                             {.max_grad_norm = o.clip_grad_norm});
         if (!std::isfinite(r.loss)) {
           bar.clear();
           throw training_error(fmt::format(

@@ -167,7 +167,7 @@ TEST(dropout, train_step_advances_the_step_and_restores_the_mode) {
   const std::vector<float> t(6, 0.5f);
   sgd opt{.lr = 0.1f};
   sgd::state<float> st(p.parameters().size());
-  p.train_step(std::span<const float>(t), opt, st);
+  kiln::train_step(p, std::span<const float>(t), opt, st);
   EXPECT_EQ(p.step(), 1u);
   EXPECT_FALSE(p.training());
 }
@@ -321,7 +321,7 @@ TEST(transformer_block, a_small_language_model_learns_a_repeating_sequence) {
         if (i < 16) p.input()[s * 16 + i] = static_cast<float>(token);
         if (i > 0) targets[s * 16 + i - 1] = token;
       }
-    const double loss = p.train_step(std::span<const std::uint32_t>(targets), opt, st).loss;
+    const double loss = kiln::train_step(p, std::span<const std::uint32_t>(targets), opt, st).loss;
     if (step == 0) first = loss;
     last = loss;
   }

@@ -21,6 +21,7 @@
 #include <kiln/bf16.hpp>
 
 #include <kiln/detail/sgemm_avx512.hpp>
+#include <kiln/detail/sgemm_avx512_bf16.hpp>
 
 static_assert(
     EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION >= 4,

@@ -1,0 +1,400 @@
+// kiln/program.hpp — a model compiled for a batch: the buffers a step
+// touches, allocated once, and forward, backward and evaluate over them.
+//
+//   parameters()   one flat, aligned buffer (compile-time offset per tag)
+//   gradients()    the same layout
+//   input()        the step's samples, written by the caller: N × B samples
+//                  of Model::input_shape::size scalars (replica r: the r-th B)
+//   forward()      input → output(), activations kept for backward
+//   backward(t)    the loss of the last forward against targets t, and the
+//                  gradient of the mean loss, reduced over replicas (in a
+//                  fixed order: no dependence on thread timing) and ranks
+//   evaluate(t)    the loss of the last forward, without gradients
+//
+// kiln::compile (kiln/compile.hpp) makes one; kiln::train_step
+// (kiln/step.hpp) takes a training step with it. Under replicate<N> each
+// replica (detail::replica_engine: its own workspace) runs on a pinned
+// thread of the program's, all reading the ONE parameter buffer, so ties
+// cannot break. Drive a program from one thread at a time; nothing here
+// allocates after construction. An exception in a replica is rethrown in
+// the caller after every replica has finished (the lowest replica's).
+#pragma once
+
+#include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include <kiln/bf16.hpp>
+#include <kiln/detail/aligned_buffer.hpp>
+#include <kiln/detail/bf16_arrays.hpp>
+#include <kiln/detail/initialize.hpp>
+#include <kiln/detail/rank_reduction.hpp>
+#include <kiln/detail/replica_engine.hpp>
+#include <kiln/detail/type_list.hpp>
+#include <kiln/detail/worker_pool.hpp>
+#include <kiln/distributed.hpp>
+#include <kiln/losses/softmax_cross_entropy.hpp>
+#include <kiln/model.hpp>
+#include <kiln/replicate.hpp>
+
+namespace kiln {
+
+namespace detail {
+struct stepper;  // kiln/step.hpp: the training step
+}  // namespace detail
+
+template <class Model, std::size_t B, class T, class LossSpec, class Replication, bool Bf16Gemm>
+class program {
+  using engine = detail::replica_engine<Model, B, T, Bf16Gemm>;
+
+ public:
+  using model_type = Model;
+  using scalar_type = T;
+  using loss_type = LossSpec;
+  using replication = Replication;
+  /// True under precision<bf16>: activations and GEMM operands in bf16.
+  static constexpr bool bf16_gemm = Bf16Gemm;
+  using bound_loss = typename LossSpec::template bind<typename Model::output_shape_type>;
+  using target_type = typename bound_loss::target_type;
+  using layout = typename Model::parameters;
+  using state_layout = typename Model::state_layout;
+  /// How activations are stored: bf16 under precision<bf16>, else T.
+  using activation_type = typename engine::activation_type;
+  using plan = typename engine::plan;
+
+  /// Samples per replica and step.
+  static constexpr std::size_t batch_size = B;
+  /// Replicas (replicate<N>; 1 without it).
+  static constexpr std::size_t replicas = Replication::replicas;
+  /// Samples per step in this process: replicas × batch_size.
+  static constexpr std::size_t global_batch = replicas * B;
+  static constexpr std::size_t input_size = Model::input_shape_type::size;
+  static constexpr std::size_t output_size = Model::output_shape_type::size;
+  static constexpr std::size_t targets_per_sample = bound_loss::targets_per_sample;
+  static constexpr std::size_t layer_count = Model::layer_count;
+
+  /// Builds the program and initialises its parameters from `seed`.
+  explicit program(std::uint64_t seed = 0) : program(nullptr) { initialize(seed); }
+
+  program(const program& other) : program(nullptr) { copy_from(other); }
+  program& operator=(const program& other) {
+    if (this == &other) return *this;
+    if (!params_) {  // moved from: build afresh
+      program fresh(other);
+      return *this = std::move(fresh);
+    }
+    copy_from(other);
+    return *this;
+  }
+  program(program&&) noexcept = default;
+  program& operator=(program&&) noexcept = default;
+
+  /// Copies the parameters of another program of the same model (any batch,
+  /// precision or replication). Ties stay tied: both layouts are the
+  /// model's, one slot per tag.
+  template <class OtherProgram>
+  void assign_parameters(const OtherProgram& other) {
+    static_assert(std::is_same_v<typename OtherProgram::model_type, Model>,
+                  "kiln::program::assign_parameters: the other program must compile the same model");
+    std::transform(other.parameters().begin(), other.parameters().end(), parameters().begin(),
+                   [](auto v) { return static_cast<T>(v); });
+    std::transform(other.state().begin(), other.state().end(), state().begin(),
+                   [](auto v) { return static_cast<T>(v); });
+  }
+
+  /// Sets every parameter from `seed`: He-normal before relu, Glorot-uniform
+  /// otherwise, biases zero. The same seed gives the same bits.
+  void initialize(std::uint64_t seed) {
+    seed_ = seed;
+    detail::initialize_model<Model>(params_.get(), state_.get(), seed);
+  }
+
+  /// Train mode (the default): dropout drops and batch_norm normalises with
+  /// the batch's statistics, updating its running ones. Eval mode: dropout
+  /// passes its input through and batch_norm uses the running statistics.
+  /// forward() runs in the current mode; train_step always trains.
+  void set_training(bool on) noexcept { training_ = on; }
+  bool training() const noexcept { return training_; }
+  /// The step number that, with the seed given to initialize(), draws
+  /// dropout's masks; train_step advances it. (kiln::trainer sets it from its
+  /// own step count, so a resumed run draws the masks it would have drawn.)
+  void set_step(std::uint64_t step) noexcept { step_ = step; }
+  std::uint64_t step() const noexcept { return step_; }
+  std::uint64_t seed() const noexcept { return seed_; }
+
+  /// Values the layers keep but do not train (batch_norm's running
+  /// statistics), in Model::state_layout; one buffer, shared by the replicas
+  /// (replica 0 of each process updates it).
+  std::span<T> state() noexcept { return {state_.get(), state_layout::buffer_size}; }
+  std::span<const T> state() const noexcept { return {state_.get(), state_layout::buffer_size}; }
+
+  /// The flat parameter buffer (parameters at their offsets, zero padding):
+  /// one buffer, read by every replica.
+  std::span<T> parameters() noexcept { return {params_.get(), layout::buffer_size}; }
+  std::span<const T> parameters() const noexcept { return {params_.get(), layout::buffer_size}; }
+  /// Gradients of the last backward(), reduced over all replicas (and ranks),
+  /// in the parameters' layout.
+  std::span<T> gradients() noexcept { return {engines_[0].gradients(), layout::buffer_size}; }
+  std::span<const T> gradients() const noexcept { return {engines_[0].gradients(), layout::buffer_size}; }
+
+  /// The parameter named `Tag` (row-major in its shape).
+  template <class Tag>
+  std::span<T> parameter() noexcept {
+    return {params_.get() + layout::template offset<Tag>, layout_entry<Tag>::type::shape_type::size};
+  }
+  template <class Tag>
+  std::span<T> gradient() noexcept {
+    return {engines_[0].gradients() + layout::template offset<Tag>, layout_entry<Tag>::type::shape_type::size};
+  }
+  /// Parameter `Slot` of the layer at 1-based `Position` (a dense layer's
+  /// weight is slot 0, its bias slot 1).
+  template <std::size_t Position, std::size_t Slot = 0>
+  std::span<T> layer_parameter() noexcept {
+    return parameter<typename layer_param<Position, Slot>::tag>();
+  }
+  template <std::size_t Position, std::size_t Slot = 0>
+  std::span<T> layer_gradient() noexcept {
+    return gradient<typename layer_param<Position, Slot>::tag>();
+  }
+
+  /// Where the next step's samples go: global_batch samples of input_size
+  /// scalars each; replica r reads samples [r·B, (r+1)·B).
+  std::span<T> input() noexcept { return {input_.get(), global_batch * input_size}; }
+  std::span<const T> input() const noexcept { return {input_.get(), global_batch * input_size}; }
+  /// The last forward's output: global_batch samples of output_size scalars.
+  std::span<const T> output() const noexcept {
+    if constexpr (replicas == 1 && !Bf16Gemm) {
+      return {engines_[0].output(), B * output_size};
+    } else {
+      return {output_.get(), global_batch * output_size};
+    }
+  }
+
+  /// Runs every layer on input(), every replica on its slice. Throws only
+  /// where a layer checks data (an embedding given a token id out of range).
+  void forward() {
+    refresh_gemm_weights();
+    auto task = [this](std::size_t r) { engines_[r].forward(mode(r)); };
+    run(task);
+    gather_outputs();
+  }
+
+  /// The loss of the last forward() against `targets` (targets_per_sample
+  /// per sample); only the first `valid` samples count (padding after).
+  loss_value evaluate(std::span<const target_type> targets, std::size_t valid = global_batch) {
+    check_targets(targets, valid);
+    auto task = [&](std::size_t r) {
+      const std::size_t v = valid_in(r, valid);
+      results_[r] = v ? bound_loss::evaluate(logits(r), targets.data() + r * B * targets_per_sample, B, v,
+                                             static_cast<T*>(nullptr))
+                      : loss_value{};
+    };
+    if (valid <= B) {
+      task(0);  // one replica's worth: no need to wake the others
+      for (std::size_t r = 1; r < replicas; ++r) results_[r] = {};
+    } else {
+      run(task);
+    }
+    return combined(valid);
+  }
+
+  /// Loss of the last forward() and the gradient of its mean over the first
+  /// `valid` samples with respect to every parameter (into gradients()):
+  /// each replica's backward, then one reduction in a fixed order (so the
+  /// result does not depend on thread timing), then, across MPI ranks, one
+  /// allreduce.
+  loss_value backward(std::span<const target_type> targets, std::size_t valid = global_batch) {
+    check_targets(targets, valid);
+    auto task = [&](std::size_t r) { backward_replica(r, targets, valid_in(r, valid)); };
+    run(task);
+    return reduce_gradients(combined(valid), valid);
+  }
+
+  /// The global L2 norm of gradients().
+  double gradient_norm() const noexcept {
+    double sum = 0;
+    for (T g : gradients()) sum += static_cast<double>(g) * static_cast<double>(g);
+    return std::sqrt(sum);
+  }
+
+ private:
+  friend struct detail::stepper;
+
+  explicit program(std::nullptr_t)
+      : params_(detail::make_aligned<T>(layout::buffer_size)),
+        state_(detail::make_aligned<T>(state_layout::buffer_size)),
+        kept_state_(detail::make_aligned<T>(state_layout::buffer_size)),
+        input_(detail::make_aligned<T>(global_batch * input_size)),
+        output_(detail::make_aligned<T>(replicas > 1 || Bf16Gemm ? global_batch * output_size : 0)),
+        gemm_weights_(detail::make_aligned<activation_type>(Bf16Gemm ? layout::buffer_size : 0)),
+        engines_(std::make_unique<engine[]>(replicas)),
+        results_(std::make_unique<loss_value[]>(replicas)) {
+    for (std::size_t r = 0; r < replicas; ++r)
+      engines_[r].allocate({params_.get(), gemm_weights_.get(), state_.get(), input_.get() + r * B * input_size,
+                            Bf16Gemm ? output_.get() + r * B * output_size : nullptr},
+                           /*keeps_state=*/r == 0);
+    if constexpr (Replication::threaded)
+      pool_ = std::make_unique<detail::worker_pool>(replicas, std::span<const std::size_t>(Replication::cores),
+                                                    distributed::local_rank() * replicas);
+  }
+
+  /// Replica r's share [begin, end) of the flat buffer, in whole cache lines.
+  static std::pair<std::size_t, std::size_t> chunk_of(std::size_t r) noexcept {
+    return detail::share_of(r, replicas, layout::buffer_size);
+  }
+
+  /// Everything a copy carries: parameters, state, gradients, mode, seed and step.
+  void copy_from(const program& other) {
+    std::copy_n(other.params_.get(), layout::buffer_size, params_.get());
+    std::copy_n(other.state_.get(), state_layout::buffer_size, state_.get());
+    training_ = other.training_;
+    seed_ = other.seed_;
+    step_ = other.step_;
+    std::copy_n(other.engines_[0].gradients(), layout::buffer_size, engines_[0].gradients());
+  }
+
+  template <class F>
+  void run(F& task) {
+    if constexpr (Replication::threaded) {
+      pool_->run(task);
+    } else {
+      task(std::size_t{0});
+    }
+  }
+
+  detail::step_mode mode(std::size_t r) const noexcept {
+    return {training_, seed_, step_, (static_cast<std::uint64_t>(distributed::rank()) * replicas + r) * B};
+  }
+  static std::size_t valid_in(std::size_t r, std::size_t valid) noexcept { return detail::samples_of(r, valid, B); }
+  loss_value combined(std::size_t valid) const noexcept {
+    if constexpr (replicas == 1) {
+      return results_[0];
+    } else {
+      loss_value all{0, valid, 0, 0};
+      double weighted = 0;
+      for (std::size_t r = 0; r < replicas; ++r) {
+        weighted += results_[r].loss * static_cast<double>(results_[r].samples);
+        all.correct += results_[r].correct;
+        all.predictions += results_[r].predictions;
+      }
+      all.loss = valid ? weighted / static_cast<double>(valid) : 0.0;
+      return all;
+    }
+  }
+
+  template <class Tag>  // (layout_entry, layer_param: what parameter<Tag> and layer_parameter<P, S> name)
+  struct layout_entry {
+    static_assert(layout::template contains<Tag>, "kiln::program: this tag names no parameter of the model");
+    using type = detail::list_at_t<layout::template index_of<Tag>(), typename Model::parameter_types>;
+  };
+  template <std::size_t Position, std::size_t Slot>
+  struct layer_param {
+    using all = detail::flatten_nested_t<typename Model::layer_types>;
+    static constexpr std::size_t found = []<class... L>(detail::type_list<L...>) {
+      constexpr std::array<std::size_t, sizeof...(L)> positions{L::position...};
+      std::size_t i = 0;
+      while (i < positions.size() && positions[i] != Position) ++i;
+      return i;
+    }(all{});
+    static_assert(found < all::size,
+                  "kiln::program::layer_parameter<Position, Slot>: the model has no layer at this position");
+    using L = detail::list_at_t<found, all>;
+    using type = detail::list_at_t<Slot, typename L::parameters>;
+    using tag = typename type::tag;
+  };
+  /// Replica r's output as the loss reads it (f32: bf16 outputs are widened
+  /// into output_ at the end of each forward).
+  const T* logits(std::size_t r) const noexcept {
+    if constexpr (Bf16Gemm) {
+      return output_.get() + r * B * output_size;
+    } else {
+      return engines_[r].output();
+    }
+  }
+
+  /// bf16: replica r's share of the parameters rounded into the GEMMs' copy,
+  /// once per step (every replica's GEMMs read the one copy).
+  void refresh_gemm_weights() {
+    if constexpr (Bf16Gemm) {
+      if constexpr (Replication::threaded && replicas > 1) {
+        auto convert = [this](std::size_t q) {
+          const auto [begin, end] = chunk_of(q);
+          detail::narrow(params_.get() + begin, end - begin, gemm_weights_.get() + begin);
+        };
+        run(convert);
+      } else {
+        detail::narrow(params_.get(), layout::buffer_size, gemm_weights_.get());
+      }
+    }
+  }
+
+  void gather_outputs() noexcept {
+    if constexpr (replicas > 1 && !Bf16Gemm) {
+      for (std::size_t r = 0; r < replicas; ++r)
+        std::copy_n(engines_[r].output(), B * output_size, output_.get() + r * B * output_size);
+    }
+  }
+
+  void backward_replica(std::size_t r, std::span<const target_type> targets, std::size_t valid) {
+    engine& e = engines_[r];
+    if (valid == 0) {
+      std::fill_n(e.gradients(), layout::buffer_size, T(0));
+      results_[r] = {};
+      return;
+    }
+    e.clear_gradients();
+    results_[r] = bound_loss::evaluate(logits(r), targets.data() + r * B * targets_per_sample, B, valid,
+                                       e.output_gradient());
+    e.backward(mode(r));
+  }
+
+  /// Replica r sums its share of the gradient buffer over all replicas, in
+  /// replica order, weighting each by its share of the valid samples.
+  void reduce_chunk(std::size_t r, std::size_t valid) noexcept {
+    detail::reduce_share<replicas, T>(chunk_of(r), valid, B, [this](std::size_t q) { return engines_[q].gradients(); });
+  }
+  /// The gradient reduction: over the replicas (in parallel, each its share),
+  /// then across ranks. `r`: this process's result over `valid` samples.
+  loss_value reduce_gradients(loss_value r, std::size_t valid) {
+    if constexpr (replicas > 1) {
+      auto reduce = [&](std::size_t q) { reduce_chunk(q, valid); };
+      run(reduce);
+    }
+    return distributed::ranks() > 1 ? detail::average_across_ranks(r, gradients()) : r;
+  }
+
+  void check_targets(std::span<const target_type> targets, std::size_t valid) const {
+    if (valid > global_batch) {
+      throw std::invalid_argument(fmt::format("kiln::program: {} valid samples in a step of {}", valid, global_batch));
+    }
+    if (targets.size() < valid * targets_per_sample) {
+      throw std::invalid_argument(fmt::format("kiln::program: {} targets given for {} samples ({} per sample)",
+                                              targets.size(), valid, targets_per_sample));
+    }
+  }
+
+  detail::aligned_buffer<T> params_;
+  detail::aligned_buffer<T> state_;
+  detail::aligned_buffer<T> kept_state_;  ///< the state before a training step, restored if it is skipped
+  bool training_ = true;
+  std::uint64_t seed_ = 0, step_ = 0;
+  detail::aligned_buffer<T> input_;
+  detail::aligned_buffer<T> output_;
+  detail::aligned_buffer<activation_type> gemm_weights_;  ///< bf16: the parameters as this step's GEMMs read them
+  std::unique_ptr<engine[]> engines_;
+  std::unique_ptr<loss_value[]> results_;
+  std::unique_ptr<detail::worker_pool> pool_;
+};
+
+}  // namespace kiln
