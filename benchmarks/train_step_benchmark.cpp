@@ -31,7 +31,7 @@ void train_steps(benchmark::State& state, double flops_per_sample) {
   std::vector<std::uint32_t> t(B);
   for (auto& v : t) v = static_cast<std::uint32_t>(g.below(10));
   for (auto _ : state) {
-    p.train_step(t, o, s);
+    kiln::train_step(p, t, o, s);
     benchmark::DoNotOptimize(p.parameters().data());
   }
   const auto samples = static_cast<double>(state.iterations() * B);
