@@ -61,6 +61,8 @@ class replica_engine {
   /// packing space is handed out by address). `keeps_state`: this replica
   /// updates the state buffer.
   void allocate(const buffers& shared, bool keeps_state) {
+    // (checks, when the program is made, that layers that overwrite their gradients own them)
+    static_assert(gradient_zeroing<Model>::zeroed_ranges.second <= layout::tensor_count + 1);
     shared_ = shared;
     keeps_state_ = keeps_state;
     block_ = make_aligned<T>(block_elements);
