@@ -105,6 +105,12 @@ struct unique_params<type_list<P...>, std::index_sequence<I...>> {
     }();
   };
   using type = typename pick_by<type_list<P...>, kept>::type;
+  /// slot[u]: the index in `type` (buffer order) of the parameter that use u stores in.
+  static constexpr std::array<std::size_t, total> slot = [] {
+    std::array<std::size_t, total> s{};
+    for (std::size_t i = 0, n = 0; i < total; ++i) s[i] = index::first[i] == i ? n++ : s[index::first[i]];
+    return s;
+  }();
 
   template <class Seq>
   struct checks;

@@ -64,13 +64,17 @@ struct gradient_zeroing {
     static constexpr std::size_t value = P;
   };
 
+  /// overwrites[k]: top-level layer k writes its parameters' gradients.
+  static constexpr auto overwrites = []<class... L>(type_list<L...>) {
+    return std::array<bool, sizeof...(L)>{overwrites_gradients<L>()...};
+  }(typename Model::layer_types{});
+
   /// written[i]: parameter i's gradient is written (not added to) by the
   /// top-level layer that owns it. One table per model: which top-level
   /// layer sits at each position, and whether it overwrites.
   static constexpr auto written_by_their_layer = []<class... L, class... P>(type_list<L...>, type_list<P...>) {
     constexpr std::size_t positions = Model::bound_chain::next_position;
     constexpr std::array<std::size_t, sizeof...(L) + 1> at{L::position..., 0};
-    constexpr std::array<bool, sizeof...(L) + 1> overwrites{overwrites_gradients<L>()..., false};
     std::array<bool, positions + 1> by_position{};
     for (std::size_t k = 0; k < sizeof...(L); ++k) by_position[at[k]] = overwrites[k];
     return std::array<bool, sizeof...(P)>{by_position[position_of_owner<typename P::owner>::value]...};

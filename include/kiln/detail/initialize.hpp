@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include <kiln/detail/type_list.hpp>
 #include <kiln/layer.hpp>
@@ -53,16 +54,20 @@ void initialize_model(T* params, T* state, std::uint64_t seed) {
   using state_layout = typename Model::state_layout;
   rng g(seed, /*stream=*/0x1417);
   std::fill_n(params, layout::buffer_size, T(0));
-  for_each_type(typename Model::parameter_types{}, [&](auto* p) {
-    using P = std::remove_pointer_t<decltype(p)>;
-    initialize_parameter<P>(params + layout::template offset<typename P::tag>, g);
-  });
+  // One braced list, not a loop body per parameter: no function here is
+  // instantiated once per parameter under a name that spells the model.
+  [&]<class... P>(type_list<P...>) {
+    std::size_t i = 0;  // (parameter_types is in buffer order)
+    [[maybe_unused]] const int order[] = {0, (initialize_parameter<P>(params + layout::offsets[i++], g), 0)...};
+  }(typename Model::parameter_types{});
   std::fill_n(state, state_layout::buffer_size, T(0));
-  for_each_type(typename Model::state_types{}, [&](auto* p) {
-    using P = std::remove_pointer_t<decltype(p)>;
-    std::fill_n(state + state_layout::template offset<typename P::tag>, P::shape_type::size,
-                static_cast<init>(P::initializer) == init::ones ? T(1) : T(0));
-  });
+  [&]<class... P>(type_list<P...>) {
+    std::size_t i = 0;
+    [[maybe_unused]] const int order[] = {
+        0, (std::fill_n(state + state_layout::offsets[i++], P::shape_type::size,
+                        static_cast<init>(P::initializer) == init::ones ? T(1) : T(0)),
+            0)...};
+  }(typename Model::state_types{});
 }
 
 }  // namespace kiln::detail

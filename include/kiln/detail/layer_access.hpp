@@ -186,4 +186,23 @@ void backward_stored(const Ctx& c, typename Ctx::scalar* room, const typename Ct
   }
 }
 
+/// Bound layer L's passes, compiled for a context that finds L's
+/// parameters through Layout and its state through State (detail::
+/// local_offsets: L's own tags only), called with the engine's frame (a
+/// context without offsets). Neither type names the model, so neither does
+/// the name of any pass: the compiler's work per layer stays the same
+/// however deep the model.
+template <class L, class Layout, class State>
+struct layer_pass {
+  template <class Frame>
+  static void forward(const Frame& f, typename Frame::scalar* room, typename Frame::scalar* wide,
+                      const typename Frame::scalar* f32_input) {
+    if constexpr (!L::is_view) forward_stored<L>(f.template with_layouts<Layout, State>(), room, wide, f32_input);
+  }
+  template <class Frame>
+  static void backward(const Frame& f, typename Frame::scalar* room, const typename Frame::scalar* f32_input) {
+    if constexpr (!L::is_view) backward_stored<L>(f.template with_layouts<Layout, State>(), room, f32_input);
+  }
+};
+
 }  // namespace kiln::detail

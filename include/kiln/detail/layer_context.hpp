@@ -2,6 +2,7 @@
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -10,24 +11,40 @@
 
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/parameter_layout.hpp>
+#include <kiln/detail/type_list.hpp>
 
 namespace kiln::detail {
 
-/// The offsets of Model's parameters (and state values) by tag, under a
-/// short name: a context's type is part of the name of every layer pass
-/// compiled for it, so it names the model, not the model's whole layout
-/// (whose spelled-out type grows with the model: N passes each named with
-/// it would cost the compiler time and memory quadratic in N).
-template <class Model>
-struct parameters_of {
+/// A tag and where it starts in a flat buffer.
+template <class Tag, std::size_t Offset>
+struct tag_at {};
+
+/// The offsets of one layer's tags (those it lists, or for a layer that
+/// contains layers those of its contents), under a name of their own. A
+/// layer's passes are compiled for a context that names these, not the
+/// model: a name that grows with the model, given to each of a model's N
+/// passes, costs the compiler time and memory quadratic in N.
+template <class... Entries>
+struct local_offsets;
+template <class... Tags, std::size_t... Offsets>
+struct local_offsets<tag_at<Tags, Offsets>...> {
+  static constexpr std::array<std::size_t, sizeof...(Tags) + 1> offsets{Offsets..., 0};
   template <class Tag>
-  static constexpr std::size_t offset = Model::parameters::template offset<Tag>;
-};
-template <class Model>
-struct state_of_model {
+  static constexpr std::size_t index = tag_index<Tags...>::template find<Tag>;
   template <class Tag>
-  static constexpr std::size_t offset = Model::state_layout::template offset<Tag>;
+  requires(index<Tag> < sizeof...(Tags))
+  static constexpr std::size_t offset = offsets[index<Tag>];
 };
+
+/// The offsets in Layout of the tags of List (a type_list of parameters).
+template <class Layout, class List>
+struct local_layout;
+template <class Layout, class... P>
+struct local_layout<Layout, type_list<P...>> {
+  using type = local_offsets<tag_at<typename P::tag, Layout::template offset<typename P::tag>>...>;
+};
+template <class Layout, class List>
+using local_layout_t = typename local_layout<Layout, List>::type;
 
 /// Views of one layer's slice of the program for one step. Activations are
 /// column-major `features × batch` (one sample per column, contiguous), i.e.
@@ -105,6 +122,16 @@ struct layer_context {
     copy_all_but_activations(c);
     c.x = x, c.y = y;
     c.first_sample = first_sample * Rows;
+    return c;
+  }
+
+  /// The same views for a layer whose parameters and state are found
+  /// through Layout2 and State2 (the engine's per-layer offsets).
+  template <class Layout2, class State2>
+  layer_context<T, B, Layout2, State2, A, W> with_layouts() const {
+    layer_context<T, B, Layout2, State2, A, W> c;
+    copy_all_but_activations(c);
+    c.x = x, c.y = y;
     return c;
   }
 

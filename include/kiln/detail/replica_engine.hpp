@@ -15,6 +15,7 @@
 #include <kiln/bf16.hpp>
 #include <kiln/detail/aligned_buffer.hpp>
 #include <kiln/detail/bf16_arrays.hpp>
+#include <kiln/detail/binding.hpp>
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/gradient_zeroing.hpp>
 #include <kiln/detail/layer_access.hpp>
@@ -48,10 +49,9 @@ class replica_engine {
   using layout = typename Model::parameters;
   using plan = typename Model::template memory_plan<B, activation_type>;
   using buffers = replica_buffers<T, activation_type>;
-  /// A layer's context: activations as the program stores them (bf16 under
-  /// precision<bf16>; detail::forward_stored runs a layer that computes in
-  /// f32 on widened copies), weights as GEMMs read them.
-  using context = layer_context<T, B, parameters_of<Model>, state_of_model<Model>, activation_type, activation_type>;
+  /// What the engine hands a layer's pass: the views of the step, with no
+  /// parameter offsets of its own (so its type does not name the model).
+  using frame = layer_context<T, B, parameter_layout<>, parameter_layout<>, activation_type, activation_type>;
   static constexpr std::size_t layer_count = Model::layer_count;
   static constexpr std::size_t input_size = Model::input_shape_type::size;
   static constexpr std::size_t output_size = Model::output_shape_type::size;
@@ -68,9 +68,9 @@ class replica_engine {
     block_ = make_aligned<T>(block_elements);
     activations_ = make_aligned<activation_type>(plan::activation_elements);
     scratch_.use_bf16_operands(Bf16Gemm);
-    for_each_type(typename Model::layer_types{}, [&](auto* l) {
-      reserve_for<std::remove_pointer_t<decltype(l)>, B, T>(scratch_);
-    });
+    [this]<class... L>(type_list<L...>) {
+      [[maybe_unused]] const int order[] = {0, (reserve_for<L, B, T>(scratch_), 0)...};
+    }(typename Model::layer_types{});
   }
 
   /// This replica's gradient of the parameters, in their layout.
@@ -82,13 +82,10 @@ class replica_engine {
 
   void forward(const step_mode& m) {
     if constexpr (plan::input_in_bf16) narrow(shared_.input, B * input_size, activation(0));
-    for_each_index<layer_count>([&](auto i) {
-      constexpr std::size_t I = decltype(i)::value;
-      using L = typename Model::template layer<I>;
+    for (std::size_t k = 0; k < layer_count; ++k) {
       // (bf16: a layer that takes bf16 accumulates in gradient slot 0, free during forward)
-      if constexpr (!L::is_view)
-        forward_stored<L>(context_at(I + 1, m), widened_room(), grad_slot(0), f32_input<I>());
-    });
+      if (!plan::view[k]) passes::forward[k](frame_at(k + 1, m), widened_room(), grad_slot(0), f32_input(k));
+    }
     if constexpr (Bf16Gemm) widen(activation(layer_count), B * output_size, shared_.output);
   }
 
@@ -104,20 +101,17 @@ class replica_engine {
   /// after clear_gradients().
   void backward(const step_mode& m) {
     int current = 0;
-    for_each_index<layer_count>([&](auto i) {
-      constexpr std::size_t I = layer_count - 1 - decltype(i)::value;
-      using L = typename Model::template layer<I>;
-      if constexpr (!L::is_view) {
-        context c = context_at(I + 1, m);
-        c.overwrite_gradients = gradient_zeroing<Model>::template overwrites_gradients<L>();
-        c.dy = grad_slot(current);
-        if constexpr (I > plan::first_computing) {  // some layer before I computes: it needs I's input gradient
-          c.dx = grad_slot(1 - current);
-          current = 1 - current;
-        }
-        backward_stored<L>(c, widened_room(), f32_input<I>());
+    for (std::size_t k = layer_count; k-- > 0;) {
+      if (plan::view[k]) continue;
+      frame c = frame_at(k + 1, m);
+      c.overwrite_gradients = gradient_zeroing<Model>::overwrites[k];
+      c.dy = grad_slot(current);
+      if (k > plan::first_computing) {  // some layer before k computes: it needs k's input gradient
+        c.dx = grad_slot(1 - current);
+        current = 1 - current;
       }
-    });
+      passes::backward[k](c, widened_room(), f32_input(k));
+    }
   }
 
  private:
@@ -142,16 +136,71 @@ class replica_engine {
 
   /// bf16: the f32 input itself, for a first layer that computes in f32
   /// (it reads the input unrounded); null otherwise.
-  template <std::size_t I>
-  const T* f32_input() const noexcept {
+  const T* f32_input(std::size_t k) const noexcept {
     if constexpr (Bf16Gemm && !plan::input_in_bf16) {
-      if (plan::slot[I] == plan::slot[0]) return shared_.input;
+      if (plan::slot[k] == plan::slot[0]) return shared_.input;
     }
     return nullptr;
   }
 
-  context context_at(std::size_t k, const step_mode& m) const noexcept {
-    context c;
+  /// Where each top-level layer's parameters and state values are: the
+  /// offset of every use (a tied weight once per use, in layer order) and
+  /// where each layer's uses begin. Found by index, not by tag: a lookup by
+  /// tag in the model's layout would instantiate, per tag, an entity named
+  /// after the whole layout (quadratic work for the compiler).
+  struct offsets {
+    template <class... L>
+    static constexpr std::array<std::size_t, sizeof...(L) + 1> begins(std::array<std::size_t, sizeof...(L)> n) {
+      std::array<std::size_t, sizeof...(L) + 1> b{};
+      for (std::size_t k = 0; k < sizeof...(L); ++k) b[k + 1] = b[k] + n[k];
+      return b;
+    }
+    struct params {
+      static constexpr auto at = [] {
+        using uses = typename Model::unique;
+        std::array<std::size_t, uses::total> o{};
+        for (std::size_t u = 0; u < uses::total; ++u) o[u] = layout::offsets[uses::slot[u]];
+        return o;
+      }();
+      static constexpr auto begin = []<class... L>(type_list<L...>) {
+        return begins<L...>({L::parameters::size...});
+      }(typename Model::layer_types{});
+    };
+    struct state {  // (state values are never shared: one per use)
+      static constexpr auto& at = Model::state_layout::offsets;
+      static constexpr auto begin = []<class... L>(type_list<L...>) {
+        return begins<L...>({state_of_t<L>::size...});
+      }(typename Model::layer_types{});
+    };
+  };
+  template <class List, class Where, std::size_t K, class Seq = std::make_index_sequence<List::size>>
+  struct local;
+  template <class... P, class Where, std::size_t K, std::size_t... J>
+  struct local<type_list<P...>, Where, K, std::index_sequence<J...>> {
+    using type = local_offsets<tag_at<typename P::tag, Where::at[Where::begin[K] + J]>...>;
+  };
+
+  /// Each layer's forward and backward, as functions of a frame: one table
+  /// made by one pack expansion. Each pass is compiled for the layer's own
+  /// context (detail::layer_pass), whose name does not grow with the model.
+  struct passes {
+    using forward_fn = void (*)(const frame&, T*, T*, const T*);
+    using backward_fn = void (*)(const frame&, T*, const T*);
+    template <class L, std::size_t K>
+    using pass = layer_pass<L, typename local<typename L::parameters, typename offsets::params, K>::type,
+                            typename local<state_of_t<L>, typename offsets::state, K>::type>;
+    static constexpr std::array<forward_fn, layer_count> forward =
+        []<class... L, std::size_t... K>(type_list<L...>, std::index_sequence<K...>) {
+          return std::array<forward_fn, layer_count>{&pass<L, K>::template forward<frame>...};
+        }(typename Model::layer_types{}, std::make_index_sequence<layer_count>{});
+    static constexpr std::array<backward_fn, layer_count> backward =
+        []<class... L, std::size_t... K>(type_list<L...>, std::index_sequence<K...>) {
+          return std::array<backward_fn, layer_count>{&pass<L, K>::template backward<frame>...};
+        }(typename Model::layer_types{}, std::make_index_sequence<layer_count>{});
+  };
+
+  frame frame_at(std::size_t k, const step_mode& m) const noexcept {
+    frame c;
     if constexpr (Bf16Gemm) c.wg = shared_.gemm_weights;
     c.x = activation(k - 1);
     c.y = activation(k);
