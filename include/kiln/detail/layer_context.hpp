@@ -13,6 +13,13 @@
 #include <kiln/detail/parameter_layout.hpp>
 #include <kiln/detail/type_list.hpp>
 
+namespace kiln::diagnostics {
+template <class Tag, bool Listed>
+inline constexpr bool a_layer_reaches_only_the_parameters_it_lists = Listed;
+template <class Tag, bool Listed>
+inline constexpr bool a_layer_reaches_only_the_state_it_lists = Listed;
+}  // namespace kiln::diagnostics
+
 namespace kiln::detail {
 
 /// A tag and where it starts in a flat buffer.
@@ -32,7 +39,9 @@ struct local_offsets<tag_at<Tags, Offsets>...> {
   template <class Tag>
   static constexpr std::size_t index = tag_index<Tags...>::template find<Tag>;
   template <class Tag>
-  requires(index<Tag> < sizeof...(Tags))
+  static constexpr bool contains = index<Tag> < sizeof...(Tags);
+  /// (0 for a tag not listed: layer_context reports that, once)
+  template <class Tag>
   static constexpr std::size_t offset = offsets[index<Tag>];
 };
 
@@ -93,6 +102,9 @@ struct layer_context {
 
   template <class Tag>
   const T* param() const {
+    static_assert(diagnostics::a_layer_reaches_only_the_parameters_it_lists<Tag, Layout::template contains<Tag>>,
+                  "kiln: a layer reads and writes only the parameters it lists in `parameters` (a layer that "
+                  "contains layers: those its contents list); add param<Tag, Shape, Init> for this tag there");
     return w + Layout::template offset<Tag>;
   }
   /// Parameter Tag as a GEMM operand: param<Tag>(), or under precision<bf16>
@@ -102,15 +114,18 @@ struct layer_context {
     if constexpr (std::is_same_v<W, T>) {
       return param<Tag>();
     } else {
-      return wg + Layout::template offset<Tag>;
+      return (void)param<Tag>(), wg + Layout::template offset<Tag>;
     }
   }
   template <class Tag>
   T* grad() const {
-    return dw + Layout::template offset<Tag>;
+    return (void)param<Tag>(), dw + Layout::template offset<Tag>;
   }
   template <class Tag>
   T* state() const {
+    static_assert(diagnostics::a_layer_reaches_only_the_state_it_lists<Tag, StateLayout::template contains<Tag>>,
+                  "kiln: a layer reads and writes only the state values it lists in `state`; add "
+                  "param<Tag, Shape, Init> for this tag there");
     return st + StateLayout::template offset<Tag>;
   }
 
