@@ -18,6 +18,7 @@
 #include <kiln/data/idx.hpp>
 #include <kiln/data/text.hpp>
 #include <kiln/distributed.hpp>
+#include <kiln/fit_options.hpp>
 #include <kiln/format.hpp>
 #include <kiln/input.hpp>
 #include <kiln/layer.hpp>
@@ -46,10 +47,12 @@
 #include <kiln/options.hpp>
 #include <kiln/optim/adam.hpp>
 #include <kiln/optim/sgd.hpp>
+#include <kiln/program.hpp>
 #include <kiln/random.hpp>
 #include <kiln/replicate.hpp>
 #include <kiln/sampler.hpp>
 #include <kiln/schedule.hpp>
 #include <kiln/shape.hpp>
+#include <kiln/step.hpp>
 #include <kiln/tied.hpp>
 #include <kiln/trainer.hpp>

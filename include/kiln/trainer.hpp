@@ -14,22 +14,17 @@
 //             padded and masked, so nothing is skipped and shapes stay static.
 //   predict   the model's output for every sample (n × output size).
 //
-//   Also (fit_options): a learning-rate `schedule` (kiln/schedule.hpp),
-//   `plateau` (reduce_on_plateau), `early_stop`, `clip_grad_norm` (global
-//   L2 norm), `checkpoint_dir` + `keep_checkpoints`, and the callbacks
-//   `on_step_end` / `on_epoch_end` (trainer::stop() ends fit from one).
-//   save(file) / load(file) write and restore everything a resumed run needs.
+//   Also: what fit_options (kiln/fit_options.hpp) turns on, and save(file) /
+//   load(file): everything a resumed run needs.
 //
 // DETERMINISM
 //   Same program seed and fit seed → bitwise-identical parameters, and a
 //   run resumed from a checkpoint continues bit for bit.
 //
 // ERRORS
-//   A dataset that does not fit the model (sample size, missing labels or
-//   targets, a label the loss does not score) → std::invalid_argument naming
-//   both (and the sample), before the first step. A loss that is not finite
-//   → kiln::training_error naming epoch and step, raised before that step's
-//   update, so the parameters are those of the last good step.
+//   A dataset that does not fit the model → std::invalid_argument before the
+//   first step (detail/dataset_fit.hpp). A loss that is not finite →
+//   kiln::training_error naming epoch and step; that step changed nothing.
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
@@ -60,6 +55,8 @@
 #include <kiln/checkpoint.hpp>
 #include <kiln/compile.hpp>
 #include <kiln/data/dataset.hpp>
+#include <kiln/detail/dataset_fit.hpp>
+#include <kiln/fit_options.hpp>
 #include <kiln/detail/progress.hpp>
 #include <kiln/distributed.hpp>
 #include <kiln/optim/optimizer.hpp>
@@ -74,78 +71,6 @@ namespace diagnostics {
 template <class Count>
 inline constexpr bool fit_takes_the_number_of_passes_as_kiln_epochs = false;
 }  // namespace diagnostics
-
-/// How many passes over the training set: `epochs{10}`.
-struct epochs {
-  std::size_t count = 1;
-};
-
-/// Where progress goes: `automatic` is a live bar on a terminal and one line
-/// per epoch otherwise.
-enum class progress_mode { automatic, bar, lines, none };
-
-/// What a step-end callback hears.
-struct step_report {
-  std::size_t epoch = 0;  ///< 1-based, over the whole run
-  std::size_t step_in_epoch = 0;
-  std::size_t step = 0;  ///< optimizer steps done, over the whole run
-  double loss = 0;
-  double lr = 0;  ///< the rate this step used
-};
-
-struct epoch_metrics;
-
-struct fit_options {
-  const dataset* validation = nullptr;
-  std::uint64_t seed = 0;
-  bool shuffle = true;
-  kiln::remainder remainder = remainder::drop;
-  progress_mode progress = progress_mode::automatic;
-  std::filesystem::path metrics_log{};  ///< JSON lines, one per epoch (empty: none)
-  std::FILE* output = stdout;
-  /// When set, a checkpoint is written there after every epoch
-  /// (epoch-0001.kiln, ...), atomically, keeping the newest `keep_checkpoints`.
-  std::filesystem::path checkpoint_dir{};
-  std::size_t keep_checkpoints = 3;
-  /// The learning rate at each step: the optimizer's lr × this factor
-  /// (kiln/schedule.hpp: step_decay, cosine, linear_warmup, a >> b).
-  kiln::schedule schedule{};
-  std::optional<reduce_on_plateau> plateau{};
-  std::optional<early_stopping> early_stop{};
-  /// Clip the gradient to this global L2 norm before each update (0: off).
-  double clip_grad_norm = 0;
-  /// Your hooks. Call trainer::stop() from one to end fit after that step.
-  std::function<void(const step_report&)> on_step_end{};
-  std::function<void(const epoch_metrics&)> on_epoch_end{};
-};
-
-struct evaluation {
-  double loss = 0;
-  double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN for regression
-  std::size_t samples = 0;
-};
-
-struct epoch_metrics {
-  std::size_t epoch = 0;
-  std::size_t steps = 0;
-  evaluation train;
-  std::optional<evaluation> validation;
-  double seconds = 0;
-  double samples_per_second = 0;
-  double lr = 0;            ///< the rate of the epoch's last step
-  bool lr_reduced = false;  ///< reduce_on_plateau lowered the rate after this epoch
-};
-
-struct fit_history {
-  std::vector<epoch_metrics> epochs;
-  bool stopped_early = false;  ///< early_stopping ended the run
-};
-
-/// Training stopped because something went wrong in the numbers.
-class training_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 template <class Program, class Optimizer>
 class trainer {
@@ -232,8 +157,8 @@ class trainer {
 
  private:
   fit_history fit_here(const dataset& train, epochs n, const fit_options& o) {
-    check(train, "training set");
-    if (o.validation) check(*o.validation, "validation set");
+    detail::check_dataset<Program>(train, "training set");
+    if (o.validation) detail::check_dataset<Program>(*o.validation, "validation set");
     std::optional<fmt::ostream> log;
     if (!o.metrics_log.empty() && distributed::is_primary()) {
       // A fresh run starts the log; a continued or resumed one appends to it.
@@ -333,8 +258,8 @@ class trainer {
       watch(o, m, history);
       if (!o.checkpoint_dir.empty() && primary) rotate_checkpoints(o);
       bar.clear();
-      if (lines) fmt::print(o.output, "{}\n", describe(m, last_epoch));
-      if (log) log->print("{}\n", to_json(m));
+      if (lines) fmt::print(o.output, "{}\n", detail::describe(m, last_epoch));
+      if (log) log->print("{}\n", detail::to_json(m));
       if (o.output) std::fflush(o.output);
       history.epochs.push_back(m);
       if (o.on_epoch_end) o.on_epoch_end(history.epochs.back());
@@ -370,7 +295,7 @@ class trainer {
  public:
   /// Mean loss and accuracy over every sample of `d`.
   evaluation evaluate(const dataset& d) {
-    check(d, "evaluation set");
+    detail::check_dataset<Program>(d, "evaluation set");
     double loss_sum = 0;
     std::size_t correct = 0, predictions = 0;
     for_each_batch(d, [&](std::size_t valid) {
@@ -389,7 +314,7 @@ class trainer {
 
   /// The model's output for every sample of `d`: d.size() × output size.
   std::vector<scalar> predict(const dataset& d) {
-    check_features(d, "prediction set");
+    detail::check_features<Program>(d, "prediction set");
     std::vector<scalar> out;
     out.reserve(d.size() * Program::output_size);
     for_each_batch(
@@ -458,75 +383,6 @@ class trainer {
       }
     }
     std::fill(targets_.begin() + static_cast<std::ptrdiff_t>(valid * tps), targets_.end(), target_type{});
-  }
-
-  void check_features(const dataset& d, const char* role) const {
-    d.validate();
-    if (d.sample_size() != Program::input_size) {
-      throw std::invalid_argument(
-          fmt::format("kiln::trainer: the {} '{}' has samples of {} values, but the model's "
-                      "input {} takes {}",
-                      role, d.name, d.sample_size(), to_string(typename Program::model_type::input_shape_type{}),
-                      Program::input_size));
-    }
-    // The same size is not enough: {784} samples are not input<28, 28>'s.
-    constexpr auto extents = Program::model_type::input_shape_type::extents;
-    if (!std::equal(d.sample_shape.begin(), d.sample_shape.end(), extents.begin(), extents.end())) {
-      throw std::invalid_argument(fmt::format(
-          "kiln::trainer: the {} '{}' has samples of shape {{{}}}, but the model's input is {}; if the same values "
-          "in the same order are meant, say so with dataset::reshape({{{}}})",
-          role, d.name, fmt::join(d.sample_shape, ", "), to_string(typename Program::model_type::input_shape_type{}),
-          fmt::join(extents, ", ")));
-    }
-  }
-  void check(const dataset& d, const char* role) const {
-    check_features(d, role);
-    if constexpr (std::is_same_v<target_type, std::uint32_t>) {
-      if (d.labels.size() != d.size() * Program::targets_per_sample)
-        throw std::invalid_argument(fmt::format(
-            "kiln::trainer: the {} '{}' has {} class labels for {} samples; {} "
-            "needs {} per sample",
-            role, d.name, d.labels.size(), d.size(), Program::loss_type::name(), Program::targets_per_sample));
-      // Every label in range, checked before the first step: the message
-      // names the sample in the dataset, not a position in some batch.
-      if constexpr (requires { Program::bound_loss::class_count; }) {
-        constexpr std::size_t classes = Program::bound_loss::class_count;
-        const auto bad = std::find_if(d.labels.begin(), d.labels.end(), [](std::uint32_t l) { return l >= classes; });
-        if (bad != d.labels.end()) {
-          const std::size_t at = static_cast<std::size_t>(bad - d.labels.begin());
-          throw std::invalid_argument(fmt::format(
-              "kiln::trainer: the {} '{}': sample {} has label {}, but {} scores {} classes (labels 0 to {})", role,
-              d.name, at / Program::targets_per_sample, *bad, Program::loss_type::name(), classes, classes - 1));
-        }
-      }
-    } else {
-      if (d.target_size != Program::targets_per_sample || d.targets.size() != d.size() * d.target_size)
-        throw std::invalid_argument(fmt::format("kiln::trainer: the {} '{}' has {} targets per sample; {} needs {}",
-                                                role, d.name, d.target_size, Program::loss_type::name(),
-                                                Program::targets_per_sample));
-    }
-  }
-
-  static std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
-  static std::string to_json(const epoch_metrics& m) {
-    std::string s = fmt::format(R"({{"epoch":{},"steps":{},"train_loss":{},"train_accuracy":{})", m.epoch, m.steps,
-                                json_number(m.train.loss), json_number(m.train.accuracy));
-    if (m.validation) {
-      s += fmt::format(R"(,"val_loss":{},"val_accuracy":{})", json_number(m.validation->loss),
-                       json_number(m.validation->accuracy));
-    }
-    s += fmt::format(R"(,"lr":{},"seconds":{},"samples_per_second":{}}})", json_number(m.lr), json_number(m.seconds),
-                     json_number(m.samples_per_second));
-    return s;
-  }
-  static std::string describe(const epoch_metrics& m, std::size_t of) {
-    std::string s = fmt::format("epoch {}/{}: loss {:.4f}", m.epoch, of, m.train.loss);
-    if (std::isfinite(m.train.accuracy)) s += fmt::format(", accuracy {:.4f}", m.train.accuracy);
-    if (m.validation) {
-      s += fmt::format(", val_loss {:.4f}", m.validation->loss);
-      if (std::isfinite(m.validation->accuracy)) s += fmt::format(", val_accuracy {:.4f}", m.validation->accuracy);
-    }
-    return s + fmt::format(", {:.1f} s, {:.0f} samples/s", m.seconds, m.samples_per_second);
   }
 
   Program& program_;
