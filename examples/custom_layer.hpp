@@ -5,8 +5,12 @@
 //   input shape<D...> → the same shape; parameters g (ones) and b (zeros), each
 //   of the input's shape; it keeps the pre-activation z = g ⊙ x + b from
 //   forward to backward (an optional member: `saved`).
+//
+//   project<Units>:  y = W·x, a vector to Units features through kiln's
+//   matrix product (kiln/gemm.hpp; an optional member: `reserve`).
 #pragma once
 
+#include <kiln/gemm.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
 
@@ -69,6 +73,51 @@ struct scaled_tanh {
           db[i] += dz;
           if (c.dx) c.dx[k] = dz * g[i];
         }
+    }
+  };
+};
+
+// A layer whose work is a matrix product: it runs kiln's GEMM through the
+// context (ctx.gemm), after reserving each product's shape.
+template <std::size_t Position>
+struct projection {};
+
+template <std::size_t Units>
+struct project {
+  using kiln_layer = void;
+  static std::string name() { return "project<" + std::to_string(Units) + ">"; }
+
+  template <kiln::Shape In, std::size_t Position, class Declared = void>
+  struct bind : kiln::bound_layer_base<project, In, Position> {
+    static_assert(In::rank == 1, "project: the input must be a vector (put kiln::flatten before it)");
+    static constexpr std::size_t in = In::size;
+    using output_shape = kiln::shape<Units>;
+    // Stored row-major [Units, in] (PyTorch's Linear.weight): column-major, the
+    // in × Units matrix Wc with y = Wcᵀ·x.
+    using weight = projection<Position>;
+    using parameters = kiln::param_list<kiln::param<weight, kiln::shape<Units, in>, kiln::init::glorot_uniform>>;
+
+    using provides = kiln::provides<kiln::member::reserve>;
+    template <std::size_t B, class T>
+    static void reserve(kiln::gemm_scratch<T>& g) {
+      g.reserve(Units, B, in);  // y = Wcᵀ·x
+      g.reserve(in, Units, B);  // dWc += x·dyᵀ
+      g.reserve(in, B, Units);  // dx = Wc·dy
+    }
+
+    template <class Ctx>
+    static void forward(const Ctx& c) {
+      c.gemm->template run<true, false>(Units, Ctx::batch, in, c.template gemm_param<weight>(), in, c.x, in, c.y,
+                                        Units, /*accumulate=*/false);
+    }
+    template <class Ctx>
+    static void backward(const Ctx& c) {
+      // Add to the weight's gradient (it may be shared), write dx if asked for.
+      c.gemm->template run<false, true>(in, Units, Ctx::batch, c.x, in, c.dy, Units, c.template grad<weight>(), in,
+                                        /*accumulate=*/true);
+      if (c.dx)
+        c.gemm->template run<false, false>(in, Ctx::batch, Units, c.template gemm_param<weight>(), in, c.dy, Units,
+                                           c.dx, in, /*accumulate=*/false);
     }
   };
 };

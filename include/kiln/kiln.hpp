@@ -20,6 +20,7 @@
 #include <kiln/distributed.hpp>
 #include <kiln/fit_options.hpp>
 #include <kiln/format.hpp>
+#include <kiln/gemm.hpp>
 #include <kiln/input.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/layers/attention.hpp>

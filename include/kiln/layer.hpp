@@ -143,7 +143,7 @@ namespace member {
 struct state;                 ///< using state = param_list<param<...>...>: values kept, not trained
 struct saved;                 ///< template <std::size_t B, class A = float> static constexpr std::size_t saved
 struct workspace;             ///< template <std::size_t B, class A = float> static constexpr std::size_t workspace
-struct reserve;               ///< template <std::size_t B, class T> static void reserve(detail::gemm_scratch<T>&)
+struct reserve;               ///< template <std::size_t B, class T> static void reserve(kiln::gemm_scratch<T>&)
 struct positions;             ///< static constexpr std::size_t positions: 1 + those of the layers inside
 struct bf16_activations;      ///< static constexpr bool bf16_activations
 struct bf16_input;            ///< static constexpr bool bf16_input

@@ -25,7 +25,9 @@ static_assert(model<input<5>, scaled_tanh>::memory_plan<8>::saved_elements >= 5 
 
 using cases = ::testing::Types<case_<model<input<5>, dense<6>, scaled_tanh, dense<3>>, softmax_cross_entropy<>>,
                                case_<model<input<5>, scaled_tanh, dense<4>, scaled_tanh>, mse>,
-                               case_<model<input<2, 4>, residual<scaled_tanh, position_wise<dense<4>>>>, mse>>;
+                               case_<model<input<2, 4>, residual<scaled_tanh, position_wise<dense<4>>>>, mse>,
+                               case_<model<input<5>, project<4>, scaled_tanh, project<3>>, softmax_cross_entropy<>>,
+                               case_<model<input<3, 4>, position_wise<project<4>>, flatten, project<2>>, mse>>;
 template <class C>
 class custom_layer : public ::testing::Test {};
 TYPED_TEST_SUITE(custom_layer, cases);
@@ -45,6 +47,54 @@ TEST(custom_layer, forward_is_tanh_of_g_x_plus_b) {
   std::copy(x, x + 6, p.input().begin());
   p.forward();
   for (int k = 0; k < 6; ++k) EXPECT_DOUBLE_EQ(p.output()[k], std::tanh(gv[k % 3] * x[k] + bv[k % 3])) << k;
+}
+
+static_assert(layer_traits<project<4>::bind<shape<5>, 1>>::has<member::reserve>);
+
+// project<U> runs the same product as kiln's dense<U, no_bias>: same weights,
+// same outputs and gradients, bit for bit (one GEMM each way).
+TEST(custom_layer, project_computes_what_dense_without_bias_does) {
+  auto mine = compile<model<input<6>, project<5>, relu, dense<3>>, batch<8>>(2);
+  auto theirs = compile<model<input<6>, dense<5, no_bias>, relu, dense<3>>, batch<8>>(2);
+  std::copy(mine.parameters().begin(), mine.parameters().end(), theirs.parameters().begin());
+  rng g(5);
+  for (auto& x : mine.input()) x = static_cast<float>(g.uniform(-1, 1));
+  std::copy(mine.input().begin(), mine.input().end(), theirs.input().begin());
+  std::vector<std::uint32_t> t(8);
+  for (auto& v : t) v = static_cast<std::uint32_t>(g.below(3));
+  mine.forward();
+  theirs.forward();
+  EXPECT_EQ(mine.backward(t).loss, theirs.backward(t).loss);
+  EXPECT_EQ(std::vector<float>(mine.output().begin(), mine.output().end()),
+            std::vector<float>(theirs.output().begin(), theirs.output().end()));
+  EXPECT_EQ(std::vector<float>(mine.gradients().begin(), mine.gradients().end()),
+            std::vector<float>(theirs.gradients().begin(), theirs.gradients().end()));
+}
+
+TEST(custom_layer, project_trains_under_bf16_and_with_replicas) {
+  using net = model<input<4>, project<8>, relu, dense<2>>;
+  for (int run = 0; run < 2; ++run) {
+    dataset d{"signs", {4}, {}, {}, {}, 0};
+    rng g(9);
+    for (int i = 0; i < 256; ++i) {
+      float f[4];
+      for (float& v : f) v = static_cast<float>(g.uniform(-1, 1));
+      d.features.insert(d.features.end(), f, f + 4);
+      d.labels.push_back(f[0] > 0 ? 1u : 0u);
+    }
+    auto check = [&](auto& p) {
+      trainer t{p, sgd{.lr = 0.1f, .momentum = 0.9f}};
+      t.fit(d, epochs{20}, {.progress = progress_mode::none});
+      EXPECT_GT(t.evaluate(d).accuracy, 0.9);
+    };
+    if (run == 0) {
+      auto p = compile<net, batch<16>, precision<bf16>>(4);
+      check(p);
+    } else {
+      auto p = compile<net, batch<8>, replicate<2>>(4);
+      check(p);
+    }
+  }
 }
 
 TEST(custom_layer, a_model_with_it_learns) {
