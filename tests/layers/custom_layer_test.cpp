@@ -51,6 +51,19 @@ TEST(custom_layer, forward_is_tanh_of_g_x_plus_b) {
 
 static_assert(layer_traits<project<4>::bind<shape<5>, 1>>::has<member::reserve>);
 
+/// Two classes told apart by the sign of the first of 4 features.
+dataset signs() {
+  dataset d{"signs", {4}, {}, {}, {}, 0};
+  rng g(9);
+  for (int i = 0; i < 256; ++i) {
+    float f[4];
+    for (float& v : f) v = static_cast<float>(g.uniform(-1, 1));
+    d.features.insert(d.features.end(), f, f + 4);
+    d.labels.push_back(f[0] > 0 ? 1u : 0u);
+  }
+  return d;
+}
+
 // project<U> runs the same product as kiln's dense<U, no_bias>: same weights,
 // same outputs and gradients, bit for bit (one GEMM each way).
 TEST(custom_layer, project_computes_what_dense_without_bias_does) {
@@ -74,14 +87,7 @@ TEST(custom_layer, project_computes_what_dense_without_bias_does) {
 TEST(custom_layer, project_trains_under_bf16_and_with_replicas) {
   using net = model<input<4>, project<8>, relu, dense<2>>;
   for (int run = 0; run < 2; ++run) {
-    dataset d{"signs", {4}, {}, {}, {}, 0};
-    rng g(9);
-    for (int i = 0; i < 256; ++i) {
-      float f[4];
-      for (float& v : f) v = static_cast<float>(g.uniform(-1, 1));
-      d.features.insert(d.features.end(), f, f + 4);
-      d.labels.push_back(f[0] > 0 ? 1u : 0u);
-    }
+    const dataset d = signs();
     auto check = [&](auto& p) {
       trainer t{p, sgd{.lr = 0.1f, .momentum = 0.9f}};
       t.fit(d, epochs{20}, {.progress = progress_mode::none});
@@ -98,17 +104,9 @@ TEST(custom_layer, project_trains_under_bf16_and_with_replicas) {
 }
 
 TEST(custom_layer, a_model_with_it_learns) {
-  // Two classes told apart by the sign of the first feature.
   using net = model<input<4>, dense<8>, scaled_tanh, dense<2>>;
   auto p = compile<net, batch<16>>(4);
-  dataset d{"signs", {4}, {}, {}, {}, 0};
-  rng g(9);
-  for (int i = 0; i < 256; ++i) {
-    float f[4];
-    for (float& v : f) v = static_cast<float>(g.uniform(-1, 1));
-    d.features.insert(d.features.end(), f, f + 4);
-    d.labels.push_back(f[0] > 0 ? 1u : 0u);
-  }
+  const dataset d = signs();
   trainer t{p, sgd{.lr = 0.1f, .momentum = 0.9f}};
   const double before = t.evaluate(d).loss;
   t.fit(d, epochs{20}, {.progress = progress_mode::none});
