@@ -32,6 +32,7 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -53,17 +54,29 @@ namespace kiln {
 
 namespace detail {
 
-/// The first line where two signatures differ, for messages.
-inline std::string first_difference(const std::string& a, const std::string& b) {
+/// Where the signature in a file first differs from this model's, for
+/// messages: that line of each, or that one of them ends there, and its
+/// number. Lines are shown printable and cut at 200 characters.
+inline std::string first_difference(std::string_view file, std::string_view mine) {
   std::size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  auto line = [&](const std::string& s) {
-    const auto start = s.rfind('\n', i == 0 ? 0 : i - 1);
-    const auto from = (start == std::string::npos || i == 0) ? 0 : start + 1;
-    const auto end = s.find('\n', from);
-    return s.substr(from, end == std::string::npos ? std::string::npos : end - from);
+  while (i < file.size() && i < mine.size() && file[i] == mine[i]) ++i;
+  const auto newline = file.substr(0, i).rfind('\n');
+  const std::size_t from = newline == std::string_view::npos ? 0 : newline + 1;
+  auto side = [&](std::string_view s, std::string_view owner) {
+    if (from >= s.size()) return fmt::format("{}'s signature ends", owner);
+    std::string text;
+    for (const char ch : s.substr(from, s.find('\n', from) - from)) {
+      if (text.size() >= 200) {
+        text += "...";
+        break;
+      }
+      const auto u = static_cast<unsigned char>(ch);
+      text += u >= 0x20 && u < 0x7f && ch != '"' && ch != '\\' ? std::string(1, ch) : fmt::format("\\x{:02x}", u);
+    }
+    return fmt::format("{} has \"{}\"", owner, text);
   };
-  return fmt::format("the file has \"{}\" where this model has \"{}\"", line(a), line(b));
+  return fmt::format("{} where {} (line {} of the signature)", side(file, "the file"), side(mine, "this model"),
+                     std::count(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(from), '\n') + 1);
 }
 
 }  // namespace detail

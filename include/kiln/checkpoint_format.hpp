@@ -89,28 +89,36 @@ class byte_writer {
   std::vector<unsigned char> bytes_;
 };
 
+/// Reads the fields of a checkpoint whose checksum matched, in order, from
+/// byte `at` of `b` (the contents: all before the checksum). The file is as
+/// its writer wrote it, so a field running past the end is a damaged
+/// writer's doing, not a cut: `corrupted`, naming the field.
 class byte_reader {
  public:
-  byte_reader(std::span<const unsigned char> b, const std::filesystem::path& f) : b_(b), file_(f) {}
+  byte_reader(std::span<const unsigned char> b, std::size_t at, const std::filesystem::path& f)
+      : b_(b), at_(at), file_(f) {}
   template <class T>
-  T get() {
-    need(sizeof(T));
+  T get(std::string_view what) {
+    need(sizeof(T), what);
     T v;
     std::memcpy(&v, b_.data() + at_, sizeof(T));
     at_ += sizeof(T);
     return v;
   }
-  std::string get_text() {
-    const auto n = get<std::uint64_t>();
-    need(n);
+  std::string get_text(std::string_view what) {
+    const auto n = get<std::uint64_t>(fmt::format("the length of {}", what));
+    need(n, what);
     std::string s(reinterpret_cast<const char*>(b_.data() + at_), static_cast<std::size_t>(n));
     at_ += static_cast<std::size_t>(n);
     return s;
   }
-  void need(std::uint64_t n) const {
+  void need(std::uint64_t n, std::string_view what) const {
     if (n > b_.size() - at_) {
-      throw checkpoint_error(checkpoint_fault::truncated, file_,
-                             fmt::format("truncated: {} bytes where at least {} are needed", b_.size(), at_ + n));
+      throw checkpoint_error(
+          checkpoint_fault::corrupted, file_,
+          fmt::format("corrupted: {} ({} bytes from byte {}) runs past the end of the contents (byte {}), though "
+                      "the checksum matches",
+                      what, n, at_, b_.size()));
     }
   }
   std::size_t at() const { return at_; }
@@ -216,40 +224,41 @@ inline checkpoint_contents parse_checkpoint(std::span<const unsigned char> bytes
   }
 
   // Intact from here on: what the file says is what its writer wrote.
-  byte_reader r{bytes.subspan(magic, n - magic - 4), file};
+  byte_reader r{bytes.first(n - 4), magic, file};
   checkpoint_contents c;
-  c.version = r.get<std::uint32_t>();
+  c.version = r.get<std::uint32_t>("the format version");
   if (c.version > checkpoint_format_version)
     refuse(checkpoint_fault::newer_format,
            fmt::format("format version {} is newer than this kiln reads ({}); upgrade kiln", c.version,
                        checkpoint_format_version));
   if (c.version == 0) refuse(checkpoint_fault::corrupted, "corrupted: format version 0");
-  c.scalar = r.get<std::uint32_t>();
+  c.scalar = r.get<std::uint32_t>("the bytes per scalar");
   if (c.scalar != 4 && c.scalar != 8)
     refuse(checkpoint_fault::corrupted, fmt::format("corrupted: {} bytes per scalar", c.scalar));
-  c.signature = r.get_text();
-  c.n_params = r.get<std::uint64_t>();
-  c.n_state = c.version >= 2 ? r.get<std::uint64_t>() : std::uint64_t{0};
-  c.n_opt = r.get<std::uint64_t>();
-  c.optimizer = r.get_text();
+  c.signature = r.get_text("the model signature");
+  c.n_params = r.get<std::uint64_t>("the parameter count");
+  c.n_state = c.version >= 2 ? r.get<std::uint64_t>("the state count") : std::uint64_t{0};
+  c.n_opt = r.get<std::uint64_t>("the optimizer-state count");
+  c.optimizer = r.get_text("the optimizer name");
   auto& at = c.at;
-  at.epoch = r.get<std::uint64_t>();
-  at.step = r.get<std::uint64_t>();
-  at.seed = r.get<std::uint64_t>();
-  for (auto& x : at.rng) x = r.get<std::uint64_t>();
-  at.lr_scale = r.get<double>();
-  at.best_metric = r.get<double>();
-  at.stale_epochs = r.get<std::uint64_t>();
-  at.has_best = r.get<std::uint64_t>();
-  at.step_in_epoch = r.get<std::uint64_t>();
-  const std::size_t left = n - magic - 4 - r.at();
+  r.need(checkpoint_position_bytes, "the training position");
+  at.epoch = r.get<std::uint64_t>("the epoch");
+  at.step = r.get<std::uint64_t>("the step");
+  at.seed = r.get<std::uint64_t>("the seed");
+  for (auto& x : at.rng) x = r.get<std::uint64_t>("the random-generator state");
+  at.lr_scale = r.get<double>("the learning-rate scale");
+  at.best_metric = r.get<double>("the best metric");
+  at.stale_epochs = r.get<std::uint64_t>("the stale epochs");
+  at.has_best = r.get<std::uint64_t>("has_best");
+  at.step_in_epoch = r.get<std::uint64_t>("the step in the epoch");
+  const std::size_t left = n - 4 - r.at();
   const std::uint64_t limit = left / c.scalar;  // each count alone below it keeps the sum from overflowing
   if (c.n_params > limit || c.n_state > limit || c.n_opt > limit ||
       (c.n_params + c.n_state + c.n_opt) * c.scalar != left)
     refuse(checkpoint_fault::corrupted,
            fmt::format("corrupted: the header announces {} + {} + {} scalars of {} bytes, but {} bytes follow it",
                        c.n_params, c.n_state, c.n_opt, c.scalar, left));
-  c.scalars = bytes.subspan(magic + r.at(), left);
+  c.scalars = bytes.subspan(r.at(), left);
 
   auto out_of_range = [&](std::string_view field, const auto& value, std::string_view rule) {
     refuse(checkpoint_fault::out_of_range, fmt::format("out of range: {} is {}; {}", field, value, rule));
