@@ -88,10 +88,23 @@ TEST_F(checkpoint_file, round_trips_through_the_stand_in) {
 
 TEST_F(checkpoint_file, damage_is_reported_as_damage_before_the_version_is_read) {
   bytes b = read(save("good.kiln"));
-  b[8] = 3;  // the format version, without resealing: a damaged file, not a newer one
+  b[8] = 4;  // the format version, without resealing: a damaged file, not a newer one
   expect_refused(write("flipped_version.kiln", b), checkpoint_fault::corrupted,
                  "corrupted: the checksum does not match");
-  expect_refused(write("newer.kiln", resealed(b)), checkpoint_fault::newer_format, "format version 3 is newer");
+  expect_refused(write("newer.kiln", resealed(b)), checkpoint_fault::newer_format, "format version 4 is newer");
+}
+
+// Formats 1 and 2 carried a signature of type names as the compiler spelt
+// them: this kiln cannot check them against a model, and says so.
+TEST_F(checkpoint_file, files_of_earlier_formats_are_refused_saying_why) {
+  bytes b = read(save("good.kiln"));
+  for (const int version : {1, 2}) {
+    b[8] = static_cast<unsigned char>(version);
+    expect_refused(write("old.kiln", resealed(b)), checkpoint_fault::older_format,
+                   fmt::format("format version {} was written by an earlier kiln, whose model signature held type "
+                               "names as the compiler spells them; this kiln reads format 3",
+                               version));
+  }
 }
 
 // A signature that differs is named by its first differing line, whichever

@@ -22,6 +22,7 @@ enum class checkpoint_fault {
   other_model,
   io,
   out_of_range,  ///< intact (checksum good) but holds a value training cannot use: a NaN rate scale, ...
+  older_format,  ///< intact, but of a format this kiln no longer reads (1 and 2: a compiler-spelt model signature)
 };
 
 class checkpoint_error : public std::runtime_error {

@@ -2,12 +2,13 @@
 // training position it carries, and the checks that turn a file's bytes into
 // its contents (against no model yet: kiln/checkpoint.hpp does that).
 //
-// THE LAYOUT
+// THE LAYOUT (format 3)
 //   A versioned binary file closed by a CRC-32 of everything before it (zlib's):
 //
 //     "KILNCKPT" · u32 format version · u32 bytes per scalar (4 or 8)
-//     u64 signature length · the model's signature (Model::signature())
-//     u64 parameter scalars · u64 state scalars (format 2 on) · u64 optimizer scalars
+//     u64 signature length · the model's signature (Model::signature(): the
+//       same text from every compiler; formats 1 and 2 held type names)
+//     u64 parameter scalars · u64 state scalars · u64 optimizer scalars
 //     u64 optimizer-name length · name
 //     u64 epoch · u64 step · u64 seed · 4 × u64 rng state
 //     f64 lr scale · f64 best metric · u64 stale epochs · u64 has best · u64 step in epoch
@@ -61,7 +62,9 @@ struct training_position {
 };
 
 inline constexpr std::string_view checkpoint_magic = "KILNCKPT";
-inline constexpr std::uint32_t checkpoint_format_version = 2;  // 2: the model's state values
+/// 2: the model's state values; 3: the model's signature is the same for
+/// every compiler (files of formats 1 and 2 are refused: older_format).
+inline constexpr std::uint32_t checkpoint_format_version = 3;
 
 namespace detail {
 
@@ -232,12 +235,18 @@ inline checkpoint_contents parse_checkpoint(std::span<const unsigned char> bytes
            fmt::format("format version {} is newer than this kiln reads ({}); upgrade kiln", c.version,
                        checkpoint_format_version));
   if (c.version == 0) refuse(checkpoint_fault::corrupted, "corrupted: format version 0");
+  if (c.version < checkpoint_format_version)
+    refuse(checkpoint_fault::older_format,
+           fmt::format("format version {} was written by an earlier kiln, whose model signature held type names as "
+                       "the compiler spells them; this kiln reads format {}, whose signature every compiler spells "
+                       "alike, and cannot check the file against the model",
+                       c.version, checkpoint_format_version));
   c.scalar = r.get<std::uint32_t>("the bytes per scalar");
   if (c.scalar != 4 && c.scalar != 8)
     refuse(checkpoint_fault::corrupted, fmt::format("corrupted: {} bytes per scalar", c.scalar));
   c.signature = r.get_text("the model signature");
   c.n_params = r.get<std::uint64_t>("the parameter count");
-  c.n_state = c.version >= 2 ? r.get<std::uint64_t>("the state count") : std::uint64_t{0};
+  c.n_state = r.get<std::uint64_t>("the state count");
   c.n_opt = r.get<std::uint64_t>("the optimizer-state count");
   c.optimizer = r.get_text("the optimizer name");
   auto& at = c.at;
