@@ -4,6 +4,7 @@
 // runs. A stand-in program keeps this free of model compilation.
 #include <kiln/checkpoint.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "support/fake_program.hpp"
@@ -87,10 +88,45 @@ TEST_F(checkpoint_file, round_trips_through_the_stand_in) {
 
 TEST_F(checkpoint_file, damage_is_reported_as_damage_before_the_version_is_read) {
   bytes b = read(save("good.kiln"));
-  b[8] = 3;  // the format version, without resealing: a damaged file, not a newer one
+  b[8] = 4;  // the format version, without resealing: a damaged file, not a newer one
   expect_refused(write("flipped_version.kiln", b), checkpoint_fault::corrupted,
                  "corrupted: the checksum does not match");
-  expect_refused(write("newer.kiln", resealed(b)), checkpoint_fault::newer_format, "format version 3 is newer");
+  expect_refused(write("newer.kiln", resealed(b)), checkpoint_fault::newer_format, "format version 4 is newer");
+}
+
+// Formats 1 and 2 carried a signature of type names as the compiler spelt
+// them: this kiln cannot check them against a model, and says so.
+TEST_F(checkpoint_file, files_of_earlier_formats_are_refused_saying_why) {
+  bytes b = read(save("good.kiln"));
+  for (const int version : {1, 2}) {
+    b[8] = static_cast<unsigned char>(version);
+    expect_refused(write("old.kiln", resealed(b)), checkpoint_fault::older_format,
+                   fmt::format("format version {} was written by an earlier kiln, whose model signature held type "
+                               "names as the compiler spells them; this kiln reads format 3",
+                               version));
+  }
+}
+
+// A signature that differs is named by its first differing line, whichever
+// side has it, printable and cut short.
+TEST_F(checkpoint_file, another_models_file_is_refused_at_the_first_line_that_differs) {
+  bytes b = read(save("good.kiln"));
+  const std::string sig = program::model_type::signature();
+  const auto w = std::search(b.begin(), b.end(), sig.begin(), sig.end()) - b.begin() + sig.find("shape<2, 3>");
+  b[static_cast<std::size_t>(w) + 6] = '3', b[static_cast<std::size_t>(w) + 9] = '2';  // shape<3, 2>
+  expect_refused(write("other.kiln", resealed(b)), checkpoint_fault::other_model,
+                 "written for another model: the file has \"param w shape<3, 2>\" where this model has \"param w "
+                 "shape<2, 3>\" (line 2 of the signature)");
+  using kiln::detail::first_difference;
+  EXPECT_EQ(first_difference("a\nb\n", "a\nb\nc\n"),
+            "the file's signature ends where this model has \"c\" (line 3 of the signature)");
+  EXPECT_EQ(first_difference("a\nb\nc\n", "a\nb\n"),
+            "the file has \"c\" where this model's signature ends (line 3 of the signature)");
+  EXPECT_EQ(first_difference(std::string("x\x01\"\\y\n", 6), "x\n"),
+            "the file has \"x\\x01\\x22\\x5cy\" where this model has \"x\" (line 1 of the signature)");
+  EXPECT_EQ(first_difference(std::string(500, 'a'), std::string(499, 'a') + "b"),
+            fmt::format("the file has \"{}...\" where this model has \"{}...\" (line 1 of the signature)",
+                        std::string(200, 'a'), std::string(200, 'a')));
 }
 
 TEST_F(checkpoint_file, values_training_cannot_use_are_refused_naming_the_field) {
@@ -121,8 +157,10 @@ TEST_F(checkpoint_file, values_training_cannot_use_are_refused_naming_the_field)
 TEST_F(checkpoint_file, lengths_beyond_the_file_are_refused_even_when_sealed) {
   bytes b = read(save("good.kiln"));
   const std::uint64_t huge = std::uint64_t{1} << 62;
-  std::memcpy(b.data() + 16, &huge, 8);  // the signature's length
-  expect_refused(write("sig.kiln", resealed(b)), checkpoint_fault::truncated, "truncated");
+  std::memcpy(b.data() + 16, &huge, 8);  // the signature's length; sealed, so not a cut: corrupted
+  expect_refused(write("sig.kiln", resealed(b)), checkpoint_fault::corrupted,
+                 "corrupted: the model signature (4611686018427387904 bytes from byte 24) runs past the end of the "
+                 "contents");
   b = read(dir_ / "good.kiln");
   std::uint64_t signature;
   std::memcpy(&signature, b.data() + 16, 8);

@@ -112,6 +112,31 @@ TEST(tied, summary_shows_who_shares_what) {
   EXPECT_NE(c.find("total parameters: 640"), std::string::npos) << c;
 }
 
+// The signature names no type, only what defines the model: the tags here
+// live in an anonymous namespace, which g++ and clang spell differently,
+// and both builds of this test check the same literal (checkpoints carry it).
+TEST(tied, the_signature_is_the_same_text_on_every_compiler) {
+  EXPECT_EQ(lm::signature(),
+            "input shape<4>\n"
+            "layer 1 embedding<7, 3, tied> shape<4> -> shape<4, 3>\n"
+            "layer 2 flatten shape<4, 3> -> shape<12>\n"
+            "layer 3 dense<3> shape<12> -> shape<3>\n"
+            "layer 4 tanh shape<3> -> shape<3>\n"
+            "layer 5 unembed<tied> shape<3> -> shape<7>\n"
+            "param 0 shape<7, 3> at 0 used by 1, 5\n"
+            "param 1 shape<3, 12> at 32 used by 3\n"
+            "param 2 shape<3> at 80 used by 3\n");
+  EXPECT_EQ(autoencoder::signature(),
+            "input shape<12>\n"
+            "layer 1 dense<5, tied> shape<12> -> shape<5>\n"
+            "layer 2 tanh shape<5> -> shape<5>\n"
+            "layer 3 dense<12, tied_transposed> shape<5> -> shape<12>\n"
+            "param 0 shape<5, 12> at 0 used by 1, 3\n"
+            "param 1 shape<5> at 64 used by 1\n"
+            "param 2 shape<12> at 80 used by 3\n");
+  EXPECT_EQ(chain::positions_using<shared_w>(), (std::vector<std::size_t>{1, 3}));
+}
+
 TEST(embedding, rejects_token_ids_out_of_range_with_where_and_what) {
   auto p = compile<lm, batch<2>>(1);
   std::fill(p.input().begin(), p.input().end(), 1.0f);

@@ -38,6 +38,7 @@
 #include <kiln/detail/chain.hpp>
 #include <kiln/detail/model_plan.hpp>
 #include <kiln/detail/parameter_layout.hpp>
+#include <kiln/detail/signature.hpp>
 #include <kiln/detail/type_list.hpp>
 #include <kiln/detail/type_name.hpp>
 #include <kiln/input.hpp>
@@ -207,6 +208,7 @@ struct model<InputEntry, Layers...> {
     std::string out = fmt::format("{:>3}  {:<34} {:<16} {:<16} {:>12}  {}\n", "#", "layer", "input", "output",
                                   "parameters", "shares");
     out += fmt::format("{:>3}  {:<34} {:<16} {:<16} {:>12}\n", 0, "input", "", to_string(input_shape_type{}), "");
+    const auto param_users = value_users().first;
     detail::for_each_nested(layer_types{}, [&](auto* l, int depth) {
       using L = std::remove_pointer_t<decltype(l)>;
       std::size_t own = 0;
@@ -214,7 +216,7 @@ struct model<InputEntry, Layers...> {
       if constexpr (!detail::contains_layers<L>) {
         detail::for_each_type(typename L::parameters{}, [&](auto* p) {
           using P = std::remove_pointer_t<decltype(p)>;
-          const auto users = positions_using<typename P::tag>();
+          const auto& users = param_users[parameters::template index_of<typename P::tag>()];
           if (users.front() == L::position) own += P::shape_type::size;
           if (users.size() > 1) {
             shares += fmt::format("{}{} with layer{} ", shares.empty() ? "" : "; ",
@@ -226,7 +228,7 @@ struct model<InputEntry, Layers...> {
         });
       }
       std::string name = std::string(2 * static_cast<std::size_t>(depth), ' ') + L::spec::name();
-      if (name.size() > 34) name = name.substr(0, 31) + "...";  // the full name is in signature()
+      if (name.size() > 34) name = name.substr(0, 31) + "...";
       out += fmt::format(
           "{:>3}  {:<34} {:<16} {:<16} {:>12}  {}\n", L::position, name, to_string(typename L::input_shape{}),
           to_string(typename L::output_shape{}), detail::contains_layers<L> ? std::string() : group_digits(own),
@@ -236,46 +238,48 @@ struct model<InputEntry, Layers...> {
     return out;
   }
 
-  /// The model's identity as text: every layer's kind and shapes, every
-  /// parameter's (and state value's) tag and shape, in order. Derived from
-  /// the type alone, so two builds of one model agree; checkpoints carry it.
+  /// The model's identity as text, derived from its type alone and spelt
+  /// the same by every compiler and every flag (no type's name appears in
+  /// it): the input shape; every layer's position, kind (its hand-written
+  /// name; a model used as a layer is "model") and shapes, nested layers
+  /// included; every parameter's index, shape, offset in the flat buffer
+  /// and the positions of the layers that use it (a tied weight: several);
+  /// every state value's likewise. Checkpoints carry it:
+  ///
+  ///   input shape<4>
+  ///   layer 1 dense<3, tied> shape<4> -> shape<3>
+  ///   layer 2 dense<4, tied_transposed> shape<3> -> shape<4>
+  ///   param 0 shape<3, 4> at 0 used by 1, 2
+  ///   param 1 shape<3> at 16 used by 1
+  ///   param 2 shape<4> at 32 used by 2
   static std::string signature() {
-    std::string s = fmt::format("input {}\n", to_string(input_shape_type{}));
-    detail::for_each_nested(layer_types{}, [&](auto* l, int) {
-      using L = std::remove_pointer_t<decltype(l)>;
-      s += fmt::format("{} {} {} -> {}\n", L::position, L::spec::name(), to_string(typename L::input_shape{}),
-                       to_string(typename L::output_shape{}));
-    });
-    detail::for_each_type(parameter_types{}, [&](auto* p) {
-      using P = std::remove_pointer_t<decltype(p)>;
-      s += fmt::format("param {} {}\n", detail::type_name<typename P::tag>(), to_string(typename P::shape_type{}));
-    });
-    detail::for_each_type(state_types{}, [&](auto* p) {
-      using P = std::remove_pointer_t<decltype(p)>;
-      s += fmt::format("state {} {}\n", detail::type_name<typename P::tag>(), to_string(typename P::shape_type{}));
-    });
-    return s;
+    const auto users = value_users();
+    return fmt::format("input {}\n", to_string(input_shape_type{})) +
+           detail::layer_lines(detail::flatten_nested_t<layer_types>{}) +
+           detail::value_lines<parameters>("param", parameter_types{}, users.first) +
+           detail::value_lines<state_layout>("state", state_types{}, users.second);
   }
 
   /// The 1-based positions of the layers that use the parameter Tag (layers
   /// inside others included; not the layers that contain them).
   template <class Tag>
   static std::vector<std::size_t> positions_using() {
-    std::vector<std::size_t> users;
-    detail::for_each_nested(layer_types{}, [&](auto* l, int) {
-      using L = std::remove_pointer_t<decltype(l)>;
-      if constexpr (!detail::contains_layers<L>) {
-        bool uses = false;
-        detail::for_each_type(typename L::parameters{}, [&](auto* p) {
-          uses = uses || std::is_same_v<typename std::remove_pointer_t<decltype(p)>::tag, Tag>;
-        });
-        if (uses) users.push_back(L::position);
-      }
-    });
-    return users;
+    if constexpr (parameters::template contains<Tag>) {
+      return value_users().first[parameters::template index_of<Tag>()];
+    } else {
+      return {};
+    }
   }
 
  private:
+  /// The positions of the layers that use each parameter and each state
+  /// value (by index in parameter_types, state_types).
+  static std::pair<std::vector<std::vector<std::size_t>>, std::vector<std::vector<std::size_t>>> value_users() {
+    using uses = detail::value_uses<detail::flatten_nested_t<layer_types>>;
+    return {detail::users_by_index<parameters>(typename uses::parameters{}),
+            detail::users_by_index<state_layout>(typename uses::state{})};
+  }
+
   static std::string group_digits(std::size_t n) {
     const std::string digits = std::to_string(n);
     std::string out;

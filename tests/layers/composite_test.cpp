@@ -282,6 +282,34 @@ TEST(named_sub_model, two_uses_are_two_sets_of_weights_and_the_name_shows) {
   EXPECT_NE(net::summary().find("block"), std::string::npos);
 }
 
+// A model used as a layer is "model" in the signature: its name() is its
+// type's, which g++ and clang spell differently (block is in an anonymous
+// namespace); its layers follow it. State values are listed like parameters.
+TEST(named_sub_model, the_signature_names_it_model_on_every_compiler) {
+  using net = model<input<2, 6>, position_wise<dense<6>>, flatten, dense<6>, residual<block, relu>, batch_norm>;
+  EXPECT_EQ(net::signature(),
+            "input shape<2, 6>\n"
+            "layer 1 position_wise<dense<6>> shape<2, 6> -> shape<2, 6>\n"
+            "layer 2 flatten shape<2, 6> -> shape<12>\n"
+            "layer 3 dense<6> shape<12> -> shape<6>\n"
+            "layer 4 residual<model, relu> shape<6> -> shape<6>\n"
+            "layer 5 model shape<6> -> shape<6>\n"
+            "layer 6 dense<6> shape<6> -> shape<6>\n"
+            "layer 7 gelu shape<6> -> shape<6>\n"
+            "layer 8 relu shape<6> -> shape<6>\n"
+            "layer 9 batch_norm shape<6> -> shape<6>\n"
+            "param 0 shape<6, 6> at 0 used by 1\n"
+            "param 1 shape<6> at 48 used by 1\n"
+            "param 2 shape<6, 12> at 64 used by 3\n"
+            "param 3 shape<6> at 144 used by 3\n"
+            "param 4 shape<6, 6> at 160 used by 6\n"
+            "param 5 shape<6> at 208 used by 6\n"
+            "param 6 shape<6> at 224 used by 9\n"
+            "param 7 shape<6> at 240 used by 9\n"
+            "state 0 shape<6> at 0 used by 9\n"
+            "state 1 shape<6> at 16 used by 9\n");
+}
+
 // ---- attention ------------------------------------------------------------------
 
 TEST(causal_self_attention, no_position_sees_a_later_one) {

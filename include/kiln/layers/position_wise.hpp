@@ -19,6 +19,7 @@
 
 #include <kiln/detail/chain.hpp>
 #include <kiln/detail/layer_context.hpp>
+#include <kiln/detail/signature.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
 
@@ -36,7 +37,9 @@ struct position_wise {
   using kiln_layer = void;
   using declared_parameters = typename detail::declared_by<Layer>::type;
   static constexpr init init_hint = init_hint_of<Layer>();
-  static std::string name() { return "position_wise<" + detail::as_layer_t<Layer>::name() + ">"; }
+  static std::string name() { return detail::name_with<false, Layer>("position_wise"); }
+  /// As kiln::model::signature names it (a model inside is "model").
+  static std::string signature_name() { return detail::name_with<true, Layer>("position_wise"); }
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<position_wise, In, Position> {

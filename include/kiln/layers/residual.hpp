@@ -20,6 +20,7 @@
 #include <kiln/bf16.hpp>
 #include <kiln/detail/chain.hpp>
 #include <kiln/detail/layer_context.hpp>
+#include <kiln/detail/signature.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
 
@@ -38,12 +39,9 @@ struct residual {
                 "kiln::residual<Layers...>: give the branch at least one layer");
   using kiln_layer = void;
   using declared_parameters = detail::declared_of<Layers...>;
-  static std::string name() {
-    std::string n = "residual<";
-    [[maybe_unused]] const int order[] = {0, (n += detail::as_layer_t<Layers>::name() + ", ", 0)...};
-    if (sizeof...(Layers) > 0) n.resize(n.size() - 2);
-    return n + ">";
-  }
+  static std::string name() { return detail::name_with<false, Layers...>("residual"); }
+  /// As kiln::model::signature names it (a model inside is "model").
+  static std::string signature_name() { return detail::name_with<true, Layers...>("residual"); }
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<residual, In, Position>,
