@@ -15,6 +15,9 @@
 //   broadcast_from_primary(data)   rank 0's values on every rank
 //   all_equal(data)        true when every rank holds the same bytes
 //   abort(message)         prints and ends every rank of the job
+//   agree_on_failure(e)    one collective: when any rank's step failed, every
+//                          rank throws the same rank_failure (no rank is left
+//                          waiting in a later collective)
 //
 // THREAD SAFETY
 //   Call from the thread that drives training (the trainer does).
@@ -28,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -105,6 +109,22 @@ bool all_equal(std::span<const T> data) {
   MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
 }
+/// The lowest rank whose `failed` is true, or ranks() when none is (one
+/// MPI_Allreduce of an int).
+inline int first_failing_rank(bool failed) {
+  if (ranks() == 1) return failed ? 0 : 1;
+  int mine = failed ? rank() : ranks(), first = 0;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return first;
+}
+/// `text` as rank `root` has it, on every rank.
+inline void broadcast_text(std::string& text, int root) {
+  if (ranks() == 1) return;
+  unsigned long long n = text.size();
+  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, MPI_COMM_WORLD);
+  text.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(text.data(), static_cast<int>(std::min<unsigned long long>(n, max_count)), MPI_CHAR, root, MPI_COMM_WORLD);
+}
 /// Prints `message` on stderr and ends every rank of the job.
 [[noreturn]] inline void abort(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
@@ -122,6 +142,8 @@ template <class T>
 bool all_equal(std::span<const T>) {
   return true;
 }
+inline int first_failing_rank(bool failed) { return failed ? 0 : 1; }
+inline void broadcast_text(std::string&, int) {}
 [[noreturn]] inline void abort(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::abort();
@@ -147,6 +169,44 @@ inline std::size_t local_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
     if (const char* v = std::getenv(name)) return static_cast<std::size_t>(std::strtoul(v, nullptr, 10));
   return 0;
+}
+
+/// A training step failed on some rank: every rank throws this, with the
+/// same message (the failing rank's error), so none waits for the others.
+class rank_failure : public std::runtime_error {
+ public:
+  rank_failure(int failed_rank, const std::string& what) : std::runtime_error(what), rank_(failed_rank) {}
+  /// The lowest rank whose step failed.
+  int failed_rank() const noexcept { return rank_; }
+
+ private:
+  int rank_;
+};
+
+/// Called by every rank at the same point of a step with what this rank's
+/// part raised (null: nothing). Returns when no rank failed; otherwise every
+/// rank throws the same rank_failure, naming the lowest failing rank and its
+/// error. With one rank, the error itself is rethrown.
+inline void agree_on_failure(std::exception_ptr failure) {
+  if (ranks() == 1) {
+    if (failure) std::rethrow_exception(failure);
+    return;
+  }
+  const int first = first_failing_rank(failure != nullptr);
+  if (first >= ranks()) return;
+  std::string what;
+  if (first == rank()) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "an exception that is not a std::exception";
+    }
+  }
+  broadcast_text(what, first);
+  throw rank_failure(first, "kiln: rank " + std::to_string(first) + " of " + std::to_string(ranks()) +
+                                " failed in a training step, so every rank stops: " + what);
 }
 
 }  // namespace kiln::distributed

@@ -16,6 +16,14 @@
 //   forward pass had already updated) are as they were before it. The loss
 //   is returned; the caller decides (kiln::trainer stops with an error).
 //
+// A FAULT ON ONE RANK
+//   Under MPI, an exception in any rank's forward or backward (a token id
+//   out of range, ...) ends the step on every rank with the same
+//   kiln::distributed::rank_failure, before the gradient's allreduce, so no
+//   rank hangs waiting for another; the step changed nothing on any rank.
+//   (An exception in a replica thread is rethrown in the calling thread
+//   first: kiln/program.hpp.)
+//
 // COST
 //   No allocation. Without clipping and MPI the reduction and the update
 //   run in one parallel pass (each replica reduces and updates its share of
@@ -27,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <exception>
 #include <span>
 #include <utility>
 
@@ -69,12 +78,26 @@ struct stepper {
       return r;
     };
 
-    p.refresh_gemm_weights();
     auto pass = [&](std::size_t r) {
       p.engines_[r].forward(p.mode(r));
       p.backward_replica(r, targets, P::batch_size);
     };
-    p.run(pass);
+    if (distributed::ranks() == 1) {
+      p.refresh_gemm_weights();
+      p.run(pass);
+    } else {
+      // A fault on one rank must not leave the others waiting in the
+      // step's allreduce: every rank learns of it and throws alike.
+      std::exception_ptr failure;
+      try {
+        p.refresh_gemm_weights();
+        p.run(pass);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      if (failure) skip({});
+      distributed::agree_on_failure(failure);
+    }
     p.gather_outputs();
     loss_value result = p.combined(P::global_batch);
 

@@ -141,6 +141,8 @@ class trainer {
       return fit_here(train, n, o);
     } catch (const training_error&) {
       throw;  // every rank saw the same all-reduced loss: all of them stop here together
+    } catch (const distributed::rank_failure&) {
+      throw;  // a step's fault, agreed on by every rank (kiln/step.hpp): all of them stop here together
     } catch (const std::exception& e) {
       distributed::abort(fmt::format("kiln: rank {}: {}", distributed::rank(), e.what()));
     }
