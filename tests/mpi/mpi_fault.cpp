@@ -4,6 +4,8 @@
 // the test's timeout catches a hang), with parameters still equal on both.
 #include <kiln/kiln.hpp>
 
+#include "../support/blobs.hpp"
+
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -32,15 +34,7 @@ struct fails_on_rank_1 {
 };
 
 int main() {
-  dataset d;
-  d.name = "blobs";
-  d.sample_shape = {6};
-  rng g(1);
-  for (std::size_t i = 0; i < 300; ++i) {
-    const auto c = static_cast<std::uint32_t>(i % 3);
-    for (std::size_t k = 0; k < 6; ++k) d.features.push_back(static_cast<float>((k == c ? 2.0 : 0.0) + g.normal()));
-    d.labels.push_back(c);
-  }
+  const dataset d = kiln::testing::blobs(300, 1, {6});
   auto p = compile<model<input<6>, dense<16>, fails_on_rank_1, relu, dense<3>>, batch<8>, replicate<1>>(7);
   trainer t{p, sgd{.lr = 0.05f, .momentum = 0.9f}};
   const int me = distributed::rank();
