@@ -1,7 +1,10 @@
 # Runs one compile-fail case (cmake -P). The source holds a valid program and,
 # under `#ifdef KILN_SHOULD_FAIL`, the misuse. Lines `// expect: <regex>` give
 # what the compiler must say. The case passes when the valid twin compiles and
-# the misuse fails to compile with every expected line in its diagnostics.
+# the misuse fails to compile with every expected line in its diagnostics, the
+# first error being one of kiln's static_asserts. A line `// expect-errors: N`
+# also asks for exactly N errors in all (`: error: ` lines), so that a misuse
+# reported once stays reported once.
 foreach(var CXX INCLUDES SOURCE WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "kiln_compile_fail.cmake: ${var} is not set")
@@ -32,4 +35,18 @@ foreach(line IN LISTS _expects)
     message(FATAL_ERROR "the diagnostics for ${SOURCE} do not match `${regex}`:\n${ko_err}")
   endif()
 endforeach()
+string(REPLACE ";" "," _ko_lines "${ko_err}")  # (the error lines become a CMake list)
+string(REGEX MATCHALL "[^\n]*: (fatal )?error: [^\n]*" _errors "${_ko_lines}")
+list(LENGTH _errors _error_count)
+list(GET _errors 0 _first_error)
+if(NOT _first_error MATCHES "error: (static assertion failed: kiln|static_assert failed.* \"kiln)")
+  message(FATAL_ERROR "the first error for ${SOURCE} is not kiln's:\n${ko_err}")
+endif()
+file(STRINGS ${SOURCE} _expect_count REGEX "^// expect-errors: [0-9]+$")
+if(_expect_count)
+  string(REGEX REPLACE "^// expect-errors: " "" _expect_count "${_expect_count}")
+  if(NOT _error_count EQUAL _expect_count)
+    message(FATAL_ERROR "${SOURCE} gave ${_error_count} errors, not ${_expect_count}:\n${ko_err}")
+  endif()
+endif()
 message(STATUS "rejected as documented: ${SOURCE}")

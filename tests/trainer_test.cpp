@@ -188,6 +188,50 @@ TEST(trainer, refuses_data_that_does_not_fit_the_model) {
   EXPECT_THROW(t.fit(blobs(5, 1), epochs{1}, quiet()), std::invalid_argument);  // fewer than one batch
 }
 
+TEST(trainer, refuses_labels_for_real_targets_and_targets_for_labels_saying_what_to_give) {
+  dataset regression = blobs(16, 1);  // real targets, no labels
+  regression.targets.assign(16 * 3, 0.5f);
+  regression.target_size = 3;
+  dataset classes = regression;  // class labels, no targets
+  regression.labels.clear();
+  classes.targets.clear();
+  classes.target_size = 0;
+
+  auto p = compile<net, batch<8>>(2);
+  trainer t{p, sgd{}};
+  try {
+    t.fit(regression, epochs{1}, quiet());
+    FAIL() << "real targets were taken by softmax_cross_entropy";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "kiln::trainer: the training set 'blobs' has real targets (dataset::targets), but "
+                 "softmax_cross_entropy<> scores class labels: give dataset::labels, 1 per sample, or use a loss "
+                 "for real targets (kiln::mse)");
+  }
+  EXPECT_NO_THROW(t.fit(classes, epochs{1}, quiet()));
+
+  auto q = compile<net, batch<8>, mse>(2);
+  trainer u{q, sgd{}};
+  try {
+    u.evaluate(classes);
+    FAIL() << "class labels were taken by mse";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "kiln::trainer: the evaluation set 'blobs' has class labels (dataset::labels), but mse compares "
+                 "real targets: give dataset::targets with target_size = 3, or use a loss for class labels "
+                 "(kiln::softmax_cross_entropy<>)");
+  }
+  EXPECT_NO_THROW(u.fit(regression, epochs{1}, quiet()));
+  regression.target_size = 1;  // a count per sample that is not the loss's
+  regression.targets.resize(16);
+  try {
+    u.fit(regression, epochs{1}, quiet());
+    FAIL() << "1 target per sample was taken for 3";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "kiln::trainer: the training set 'blobs' has 1 targets per sample; mse needs 3");
+  }
+}
+
 TEST(trainer, a_nan_loss_stops_training_before_the_update) {
   dataset bad = blobs(16, 1);
   for (std::size_t i = 8; i < 16; ++i) bad.features[i * 4] = std::nanf("");

@@ -126,12 +126,20 @@ struct declared_shape_or<true, Tag, Declared, Fallback> {
 
 /// What every bound layer says about itself; derive `bind` from it and add
 /// `output_shape`, `parameters` and the passes (flatten re-declares is_view).
+/// A layer that checks its input or its arguments re-declares `accepted`,
+/// computed by a lambda that holds its static_asserts, and adds
+/// `static_assert(accepted || true);` so the checks run as it binds. A failed
+/// check is then the one error: it is false, the layer binds a stand-in, and
+/// a layer that contains it says nothing more about it. (A static_assert that
+/// fails directly in the class would, on clang, leave the class unusable and
+/// make every later use of it another error.)
 template <class Spec, Shape In, std::size_t Position>
 struct bound_layer_base {
   using spec = Spec;
   using input_shape = In;
   static constexpr std::size_t position = Position;
   static constexpr bool is_view = false;
+  static constexpr bool accepted = true;
 };
 
 /// The optional members of a bound layer. A layer that defines any of them

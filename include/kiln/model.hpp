@@ -166,6 +166,8 @@ struct model<InputEntry, Layers...> {
 
   using output_shape_type = typename bound_chain::output_shape;
   static constexpr output_shape_type output_shape{};
+  /// False when a layer rejected its input or arguments (that error is out).
+  static constexpr bool accepted = detail::all_accepted<layer_types>::value;
 
   /// Every parameter of every layer (a tied weight once per use), with its initialiser resolved.
   using parameter_uses = detail::collect_parameters_t<layer_types, detail::type_list<detail::as_layer_t<Layers>...>>;

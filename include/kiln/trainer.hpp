@@ -380,7 +380,7 @@ class trainer {
     for (std::size_t i = 0; i < valid; ++i) {
       if constexpr (std::is_same_v<target_type, std::uint32_t>) {
         std::copy_n(d.labels.data() + pick[i] * tps, tps, targets_.data() + i * tps);
-      } else {
+      } else if constexpr (detail::dataset_target<target_type>) {  // (else a compile error, in check_dataset)
         std::copy_n(d.targets.data() + pick[i] * tps, tps, targets_.data() + i * tps);
       }
     }

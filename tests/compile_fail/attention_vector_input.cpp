@@ -1,6 +1,7 @@
 // Attention needs a sequence shape<L, D>, not a vector.
 // expect: kiln::causal_self_attention: the input must be a sequence shape<L, D> \(rank 2\)
 // expect: attention_input_must_be_a_sequence_shape_L_D<kiln::layer_at<1, kiln::causal_self_attention<2> ?>, kiln::shape<8> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

@@ -1,6 +1,7 @@
 // Two losses: one would be silently ignored, so it is an error.
 // expect: kiln::compile<Model, Options...>: give at most one loss
 // expect: compile_takes_at_most_one_loss<
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 using net = kiln::model<kiln::input<4>, kiln::dense<2>>;

@@ -1,6 +1,7 @@
 // Two replicate<> options: one would be silently ignored, so it is an error.
 // expect: kiln::compile<Model, Options...>: give at most one replicate<N> option
 // expect: compile_takes_at_most_one_replicate<
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 using net = kiln::model<kiln::input<4>, kiln::dense<2>>;

@@ -1,5 +1,6 @@
 // compile<> without a batch size is rejected.
 // expect: kiln::compile<Model, Options...>: give exactly one batch<B> option
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 using net = kiln::model<kiln::input<4>, kiln::dense<2>>;

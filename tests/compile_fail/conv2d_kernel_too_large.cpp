@@ -2,6 +2,7 @@
 // layer, its position and the input shape.
 // expect: kiln::conv2d: the kernel is larger than the padded input
 // expect: conv2d_kernel_must_fit_the_padded_input<kiln::layer_at<3, kiln::conv2d<8, 5(, 1, 0)?> ?>, kiln::shape<4, 2, 2>, 5, 0>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

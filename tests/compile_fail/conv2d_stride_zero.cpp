@@ -2,6 +2,7 @@
 // by zero follows it.
 // expect: kiln::conv2d<Filters, Kernel, Stride, Padding>: Filters, Kernel and Stride must be at least 1
 // expect: conv2d_filters_kernel_and_stride_must_be_at_least_1<kiln::layer_at<1, kiln::conv2d<4, 3, 0(, 0)?> ?>, 4, 3, 0>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

@@ -3,6 +3,7 @@
 // expect: kiln::dense: the input must be a vector \(rank 1\); put kiln::flatten before this layer
 // expect: dense_input_must_be_a_vector_use_flatten_first<kiln::layer_at<1, kiln::dense<10> ?>, kiln::shape<28, 28> ?>
 // expect: [Ii]n instantiation of .*kiln::dense<10>::bind<kiln::shape<28, 28>, 1, kiln::declared_parameters<> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

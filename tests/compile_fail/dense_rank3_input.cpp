@@ -2,6 +2,7 @@
 // its position (3) and the rank-3 shape it was given.
 // expect: kiln::dense: the input must be a vector \(rank 1\); put kiln::flatten before this layer
 // expect: dense_input_must_be_a_vector_use_flatten_first<kiln::layer_at<3, kiln::dense<16> ?>, kiln::shape<3, 8, 8> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

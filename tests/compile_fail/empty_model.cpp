@@ -1,6 +1,7 @@
 // A model with an input and no layer is rejected.
 // expect: kiln::model: a model needs at least one layer after its input<...>
 // expect: model_needs_at_least_one_layer_after_its_input<kiln::input<784>, 0>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

@@ -1,6 +1,7 @@
 // fit(data, 10): the number of passes is a kiln::epochs{10}.
 // expect: kiln::trainer::fit\(data, n\): give the number of passes as kiln::epochs\{n\}
 // expect: fit_takes_the_number_of_passes_as_kiln_epochs<int>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 using net = kiln::model<kiln::input<4>, kiln::dense<2>>;

@@ -3,6 +3,7 @@
 // instead of a workspace silently left out of the plan.
 // expect: kiln::provides<...>: this layer lists an optional member it does not define
 // expect: a_layer_defines_every_optional_member_it_lists_in_provides<kiln::layer_at<1, doubler ?>, kiln::member::workspace ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 /// y = 2x, computed through a borrowed workspace.

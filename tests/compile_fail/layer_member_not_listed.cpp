@@ -2,6 +2,7 @@
 // kiln reads only listed members, so this is an error naming the member.
 // expect: kiln::provides<...>: this layer defines an optional member it does not list
 // expect: a_layer_lists_in_provides_every_optional_member_it_defines<kiln::layer_at<2, keep_input ?>, kiln::member::saved ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 /// y = x · x, keeping x for the backward pass.

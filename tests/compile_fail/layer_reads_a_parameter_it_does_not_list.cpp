@@ -3,6 +3,7 @@
 // layer only the parameters it lists, so this is an error naming the tag.
 // expect: kiln: a layer reads and writes only the parameters it lists in `parameters`
 // expect: a_layer_reaches_only_the_parameters_it_lists<gain, false>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #include <string>

@@ -1,6 +1,7 @@
 // A model's first entry is kiln::input<...> (here a bare shape was given).
 // expect: kiln::model: the first entry must be kiln::input<...>, the shape of one sample
 // expect: model_must_start_with_kiln_input<kiln::shape<4> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

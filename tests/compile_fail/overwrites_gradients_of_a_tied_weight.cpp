@@ -2,6 +2,7 @@
 // parameters alone: with a tied tag it would erase the other users' sums.
 // expect: kiln: a layer that declares overwrites_gradients writes its parameters' gradients
 // expect: a_layer_that_overwrites_gradients_must_own_its_parameters_alone<kiln::layer_at<1, scale_by_shared>, false>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #include <string>

@@ -1,6 +1,7 @@
 // max_pool<0>: the layer and its position are named, and no division by zero follows it.
 // expect: kiln::max_pool / avg_pool<Window, Stride>: Window and Stride must be at least 1
 // expect: pooling_window_and_stride_must_be_at_least_1<kiln::layer_at<2, kiln::max_pool<0(, 0)?> ?>, 0, 0>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

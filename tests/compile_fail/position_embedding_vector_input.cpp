@@ -1,6 +1,7 @@
 // position_embedding adds one vector per position: the input must be a sequence.
 // expect: kiln::position_embedding: the input must be a sequence shape<L, D> \(rank 2\)
 // expect: position_embedding_input_must_be_a_sequence_shape_L_D<kiln::layer_at<2, kiln::position_embedding>, kiln::shape<6> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

@@ -1,6 +1,7 @@
 // position_wise applies a layer to every row of a sequence: a vector has none.
 // expect: kiln::position_wise<Layer>: the input must be a sequence shape<L, D> \(rank 2\)
 // expect: position_wise_input_must_be_a_sequence_of_rank_2<kiln::layer_at<2, kiln::position_wise<kiln::dense<4> ?> ?>, kiln::shape<6> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

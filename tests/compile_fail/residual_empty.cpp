@@ -1,6 +1,7 @@
 // A residual needs a branch: residual<> would add its input to nothing.
 // expect: kiln::residual<Layers...>: give the branch at least one layer
-// expect: residual_needs_at_least_one_layer<0>
+// expect: residual_needs_at_least_one_layer<kiln::layer_at<2, kiln::residual<> ?>, 0>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

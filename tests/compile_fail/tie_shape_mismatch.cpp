@@ -2,6 +2,7 @@
 // diagnostics name the tag, both layers with their positions, and both shapes.
 // expect: kiln::tied<Tag>: the layers that share a weight must agree on its shape
 // expect: tied_uses_of_a_weight_must_agree_on_its_shape<shared, kiln::layer_at<1, kiln::dense<10, kiln::tied<shared> ?> ?>, kiln::shape<10, 32>, kiln::layer_at<2, kiln::dense<32, kiln::tied<shared> ?> ?>, kiln::shape<32, 10> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 struct shared;

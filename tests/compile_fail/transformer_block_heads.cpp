@@ -2,6 +2,7 @@
 // by the attention inside it, which names its position within the block.
 // expect: kiln::causal_self_attention<Heads>: Heads must divide the width D
 // expect: attention_heads_must_divide_the_width<kiln::layer_at<5, kiln::causal_self_attention<5> ?>, 16, 5>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

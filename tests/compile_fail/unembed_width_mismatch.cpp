@@ -1,6 +1,7 @@
 // unembed fed vectors of another width than the tied embedding's rows.
 // expect: kiln::unembed: the input's last extent must equal the tied embedding's Dim
 // expect: unembed_input_width_must_equal_the_embedding_dim<kiln::layer_at<4, kiln::unembed<kiln::tied<table> ?> ?>, kiln::shape<12>, kiln::shape<50, 16> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 struct table;

@@ -2,6 +2,7 @@
 // position, and no second one about a missing embedding.
 // expect: kiln::unembed<tied<Tag>>: name the embedding's weight with exactly one tied<Tag>
 // expect: unembed_takes_one_option_tied_tag<kiln::layer_at<2, kiln::unembed<> ?> ?>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 struct chars;

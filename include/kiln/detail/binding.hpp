@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -53,6 +54,21 @@ constexpr std::size_t positions_of() {
 
 template <class Spec, class In, std::size_t Position, class Declared>
 using bound_t = typename as_layer_t<Spec>::template bind<In, Position, Declared>;
+
+/// Whether a bound layer accepted its input and arguments (see
+/// bound_layer_base::accepted; true for a layer that does not say).
+template <class Bound>
+constexpr bool accepted_of() {
+  if constexpr (requires { { Bound::accepted } -> std::convertible_to<bool>; }) {
+    return Bound::accepted;
+  } else {
+    return true;
+  }
+}
+template <class Bound>
+struct all_accepted;
+template <class... B>
+struct all_accepted<type_list<B...>> : std::bool_constant<(accepted_of<B>() && ...)> {};
 
 /// Binds Specs... in order, each to the output shape of the one before.
 /// (A plain recursive struct: when a layer rejects its input, the

@@ -90,6 +90,8 @@ struct sub_chain {
   /// Positions taken by the contents.
   static constexpr std::size_t positions = bound::next_position - Position;
   using output_shape = typename bound::output_shape;
+  /// False when one of the layers rejected its input (its error is out).
+  static constexpr bool accepted = all_accepted<layers>::value;
   template <std::size_t I>
   using layer = list_at_t<I, layers>;
 
@@ -243,6 +245,37 @@ struct chain_layer {
   }
 };
 
+/// Stands in for the layers of a model used as a layer when one of them
+/// rejected its input (the model said so when it was defined): it takes
+/// their positions and gives their output shape, and holds and does nothing,
+/// so that the outer model does not bind the mistake, and report it, again.
+template <Shape Out, std::size_t Positions>
+struct stand_in_for_rejected_layers {
+  using kiln_layer = void;
+  static std::string name() { return "(rejected layers)"; }
+  template <Shape In, std::size_t Position, class Declared = void>
+  struct bind : bound_layer_base<stand_in_for_rejected_layers, In, Position> {
+    using provides = kiln::provides<member::positions>;
+    static constexpr std::size_t positions = Positions;
+    static constexpr bool accepted = false;
+    using output_shape = Out;
+    using parameters = param_list<>;
+    template <class Ctx>
+    static void forward(const Ctx&) {}
+    template <class Ctx>
+    static void backward(const Ctx&) {}
+  };
+};
+
+/// The layers of model M bound at Position, or their stand-in when one of
+/// them rejected its input.
+template <class M, class Declared, std::size_t Position>
+using submodel_body_t =
+    std::conditional_t<M::accepted, typename M::template chain<Declared, typename M::input_shape_type, Position>,
+                       sub_chain<Declared, typename M::input_shape_type, Position,
+                                 stand_in_for_rejected_layers<typename M::output_shape_type,
+                                                              M::bound_chain::next_position - 1>>>;
+
 /// A model used as a layer of another model: its layers run in place, bound
 /// at the positions that follow its own, and its output is its last layer's.
 template <class M>
@@ -252,11 +285,15 @@ struct submodel {
   static std::string name() { return std::string(type_name<M>()); }
 
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind : bound_layer_base<submodel, In, Position>,
-                chain_layer<typename M::template chain<Declared, typename M::input_shape_type, Position + 1>> {
-    static_assert(diagnostics::a_model_used_as_a_layer_receives_the_input_it_declares<layer_at<Position, M>,
-                                                                                      typename M::input_shape_type, In>,
-                  "kiln::model used as a layer: it must receive the input<...> shape it declares");
+  struct bind : bound_layer_base<submodel, In, Position>, chain_layer<submodel_body_t<M, Declared, Position + 1>> {
+    // Its check: one error, and the class stays whole (see bound_layer_base::accepted).
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::a_model_used_as_a_layer_receives_the_input_it_declares<
+                        layer_at<Position, M>, typename M::input_shape_type, In>,
+                    "kiln::model used as a layer: it must receive the input<...> shape it declares");
+      return std::is_same_v<typename M::input_shape_type, In> && bind::chain::accepted;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
     using output_shape = typename bind::chain::output_shape;
   };
 };

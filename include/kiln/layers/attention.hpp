@@ -52,14 +52,20 @@ struct causal_self_attention {
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<causal_self_attention, In, Position> {
     using provides = kiln::provides<member::saved, member::workspace, member::reserve>;
-    static_assert(
-        diagnostics::attention_input_must_be_a_sequence_shape_L_D<layer_at<Position, causal_self_attention>, In>,
-        "kiln::causal_self_attention: the input must be a sequence shape<L, D> (rank 2)");
     static constexpr std::size_t L = In::rank == 2 ? In::extent(0) : 1;
     static constexpr std::size_t D = In::size / L;
-    static_assert(
-        diagnostics::attention_heads_must_divide_the_width<layer_at<Position, causal_self_attention>, D, Heads>,
-        "kiln::causal_self_attention<Heads>: Heads must divide the width D of the input shape<L, D>");
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    static constexpr bool accepted = [] {
+      static_assert(
+          diagnostics::attention_input_must_be_a_sequence_shape_L_D<layer_at<Position, causal_self_attention>, In>,
+          "kiln::causal_self_attention: the input must be a sequence shape<L, D> (rank 2)");
+      static_assert(
+          diagnostics::attention_heads_must_divide_the_width<layer_at<Position, causal_self_attention>, D, Heads>,
+          "kiln::causal_self_attention<Heads>: Heads must divide the width D of the input shape<L, D>");
+      return diagnostics::attention_input_must_be_a_sequence_shape_L_D<layer_at<Position, causal_self_attention>, In> &&
+             diagnostics::attention_heads_must_divide_the_width<layer_at<Position, causal_self_attention>, D, Heads>;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
     static constexpr std::size_t H = Heads > 0 && D % Heads == 0 ? Heads : 1;
     static constexpr std::size_t dh = D / H;
     using output_shape = In;

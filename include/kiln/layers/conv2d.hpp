@@ -90,14 +90,25 @@ struct conv2d {
   struct bind : bound_layer_base<conv2d, In, Position> {
     using provides = kiln::provides<member::overwrites_gradients, member::bf16_activations, member::workspace,
                                     member::reserve>;
-    static_assert(diagnostics::conv2d_filters_kernel_and_stride_must_be_at_least_1<layer_at<Position, conv2d>, Filters,
-                                                                                   Kernel, Stride>,
-                  "kiln::conv2d<Filters, Kernel, Stride, Padding>: Filters, Kernel and Stride must be at least 1");
-    static_assert(diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In>,
-                  "kiln::conv2d: the input must be channels × height × width (rank 3); a one-channel image is "
-                  "input<1, H, W>");
-    static_assert(diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, kernel, pad>,
-                  "kiln::conv2d: the kernel is larger than the padded input");
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    // (False also for a wrong Padding.)
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::conv2d_filters_kernel_and_stride_must_be_at_least_1<layer_at<Position, conv2d>,
+                                                                                     Filters, Kernel, Stride>,
+                    "kiln::conv2d<Filters, Kernel, Stride, Padding>: Filters, Kernel and Stride must be at least 1");
+      static_assert(diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In>,
+                    "kiln::conv2d: the input must be channels × height × width (rank 3); a one-channel image is "
+                    "input<1, H, W>");
+      static_assert(diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, kernel, pad>,
+                    "kiln::conv2d: the kernel is larger than the padded input");
+      return diagnostics::conv2d_filters_kernel_and_stride_must_be_at_least_1<layer_at<Position, conv2d>, Filters,
+                                                                              Kernel, Stride> &&
+             diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In> &&
+             diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, kernel, pad> &&
+             (Padding != same || diagnostics::conv2d_same_padding_needs_an_odd_kernel_and_stride_1<Kernel, Stride>) &&
+             Padding >= same;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
 
     static constexpr bool fits =
         In::rank == 3 &&

@@ -72,8 +72,14 @@ struct dense {
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<dense, In, Position> {
     using provides = kiln::provides<member::overwrites_gradients, member::bf16_activations, member::reserve>;
-    static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In>,
-                  "kiln::dense: the input must be a vector (rank 1); put kiln::flatten before this layer");
+    // Its check: one error, and the class stays whole (see bound_layer_base::accepted).
+    // (False also when Units is 0.)
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In>,
+                    "kiln::dense: the input must be a vector (rank 1); put kiln::flatten before this layer");
+      return diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In> && Units > 0;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
 
     using output_shape = shape<units>;
     static constexpr std::size_t in = In::size;

@@ -71,8 +71,14 @@ struct embedding {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<embedding, In, Position> {
-    static_assert(diagnostics::embedding_input_must_be_a_vector_of_token_ids<layer_at<Position, embedding>, In>,
-                  "kiln::embedding: the input must be a vector of token ids (rank 1), e.g. input_tokens<L>");
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted (false too when its arguments were rejected).
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::embedding_input_must_be_a_vector_of_token_ids<layer_at<Position, embedding>, In>,
+                    "kiln::embedding: the input must be a vector of token ids (rank 1), e.g. input_tokens<L>");
+      return diagnostics::embedding_input_must_be_a_vector_of_token_ids<layer_at<Position, embedding>, In> &&
+             diagnostics::embedding_vocab_and_dim_must_be_at_least_1<Vocab, Dim>;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
     static constexpr std::size_t length = In::size;
     using output_shape = shape<length, Dim>;
 

@@ -35,8 +35,13 @@ struct layer_norm {
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<layer_norm, In, Position> {
     using provides = kiln::provides<member::bf16_activations>;
-    static_assert(diagnostics::layer_norm_input_must_be_rank_1_or_2<layer_at<Position, layer_norm>, In>,
-                  "kiln::layer_norm: the input must be a vector or rows of vectors (rank 1 or 2)");
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::layer_norm_input_must_be_rank_1_or_2<layer_at<Position, layer_norm>, In>,
+                    "kiln::layer_norm: the input must be a vector or rows of vectors (rank 1 or 2)");
+      return diagnostics::layer_norm_input_must_be_rank_1_or_2<layer_at<Position, layer_norm>, In>;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
     using output_shape = In;
     static constexpr std::size_t D = In::extent(In::rank - 1), rows = In::size / D;
     using gain_tag = detail::auto_tag<Position, 0>;

@@ -59,12 +59,19 @@ struct pool_layer {
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<Spec, In, Position> {
     using provides = kiln::provides<member::bf16_activations>;
-    static_assert(diagnostics::pooling_window_and_stride_must_be_at_least_1<layer_at<Position, Spec>, Window, Stride>,
-                  "kiln::max_pool / avg_pool<Window, Stride>: Window and Stride must be at least 1");
-    static_assert(diagnostics::pooling_input_must_be_channels_height_width<layer_at<Position, Spec>, In>,
-                  "kiln::max_pool / avg_pool: the input must be channels × height × width (rank 3)");
-    static_assert(diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, window>,
-                  "kiln::max_pool / avg_pool: the window is larger than the input");
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::pooling_window_and_stride_must_be_at_least_1<layer_at<Position, Spec>, Window, Stride>,
+                    "kiln::max_pool / avg_pool<Window, Stride>: Window and Stride must be at least 1");
+      static_assert(diagnostics::pooling_input_must_be_channels_height_width<layer_at<Position, Spec>, In>,
+                    "kiln::max_pool / avg_pool: the input must be channels × height × width (rank 3)");
+      static_assert(diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, window>,
+                    "kiln::max_pool / avg_pool: the window is larger than the input");
+      return diagnostics::pooling_window_and_stride_must_be_at_least_1<layer_at<Position, Spec>, Window, Stride> &&
+             diagnostics::pooling_input_must_be_channels_height_width<layer_at<Position, Spec>, In> &&
+             diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, window>;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
     static constexpr bool fits =
         In::rank == 3 && diagnostics::pooling_window_must_fit_the_input<layer_at<Position, Spec>, In, window>;
     // (a stand-in size when the input does not fit, so that the error above comes alone)

@@ -33,9 +33,15 @@ struct position_embedding {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<position_embedding, In, Position> {
-    static_assert(
-        diagnostics::position_embedding_input_must_be_a_sequence_shape_L_D<layer_at<Position, position_embedding>, In>,
-        "kiln::position_embedding: the input must be a sequence shape<L, D> (rank 2)");
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::position_embedding_input_must_be_a_sequence_shape_L_D<
+                        layer_at<Position, position_embedding>, In>,
+                    "kiln::position_embedding: the input must be a sequence shape<L, D> (rank 2)");
+      return diagnostics::position_embedding_input_must_be_a_sequence_shape_L_D<layer_at<Position, position_embedding>,
+                                                                                 In>;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
     using output_shape = In;
     using table_tag = detail::auto_tag<Position, 0>;
     using parameters = param_list<param<table_tag, In, init::zeros>>;

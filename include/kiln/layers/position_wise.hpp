@@ -43,8 +43,6 @@ struct position_wise {
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<position_wise, In, Position> {
-    static_assert(diagnostics::position_wise_input_must_be_a_sequence_of_rank_2<layer_at<Position, position_wise>, In>,
-                  "kiln::position_wise<Layer>: the input must be a sequence shape<L, D> (rank 2)");
     static constexpr std::size_t rows = In::rank == 2 ? In::extent(0) : 1;
     using row_shape = shape<In::size / rows>;
     using inner = detail::bound_t<Layer, row_shape, Position, Declared>;
@@ -52,9 +50,24 @@ struct position_wise {
     /// Every optional member: each passes its layer's on.
     using provides = kiln::provides<member::positions, member::state, member::saved, member::workspace,
                                     member::bf16_activations, member::bf16_input, member::reserve>;
-    static_assert(diagnostics::position_wise_layer_must_give_a_vector_per_position<layer_at<Position, position_wise>,
-                                                                                   typename inner::output_shape>,
-                  "kiln::position_wise<Layer>: Layer must map a vector to a vector");
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    // (When Layer rejected its row, that error comes alone.)
+    static constexpr bool accepted = [] {
+      static_assert(
+          diagnostics::position_wise_input_must_be_a_sequence_of_rank_2<layer_at<Position, position_wise>, In>,
+          "kiln::position_wise<Layer>: the input must be a sequence shape<L, D> (rank 2)");
+      if constexpr (!detail::accepted_of<inner>()) {
+        return false;
+      } else {
+        static_assert(
+            diagnostics::position_wise_layer_must_give_a_vector_per_position<layer_at<Position, position_wise>,
+                                                                             typename inner::output_shape>,
+            "kiln::position_wise<Layer>: Layer must map a vector to a vector");
+        return diagnostics::position_wise_input_must_be_a_sequence_of_rank_2<layer_at<Position, position_wise>, In> &&
+               inner::output_shape::rank == 1;
+      }
+    }();
+    static_assert(accepted || true);  // (it reports, once)
     using output_shape = shape<rows, inner::output_shape::size>;
     static constexpr std::size_t positions = detail::positions_of<inner>();
     using parameters = typename inner::parameters;

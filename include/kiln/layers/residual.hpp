@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/chain.hpp>
@@ -29,14 +30,12 @@ namespace kiln {
 namespace diagnostics {
 template <class LayerAt, class InputShape, class BranchOutputShape>
 inline constexpr bool residual_branch_must_keep_the_shape_of_its_input = std::is_same_v<InputShape, BranchOutputShape>;
-template <std::size_t Count>
+template <class LayerAt, std::size_t Count>
 inline constexpr bool residual_needs_at_least_one_layer = Count > 0;
 }  // namespace diagnostics
 
 template <class... Layers>
 struct residual {
-  static_assert(diagnostics::residual_needs_at_least_one_layer<sizeof...(Layers)>,
-                "kiln::residual<Layers...>: give the branch at least one layer");
   using kiln_layer = void;
   using declared_parameters = detail::declared_of<Layers...>;
   static std::string name() { return detail::name_with<false, Layers...>("residual"); }
@@ -47,11 +46,26 @@ struct residual {
   struct bind : bound_layer_base<residual, In, Position>,
                 detail::chain_layer<detail::sub_chain<Declared, In, Position + 1, Layers...>> {
     using body = detail::sub_chain<Declared, In, Position + 1, Layers...>;
-    static_assert(diagnostics::residual_branch_must_keep_the_shape_of_its_input<layer_at<Position, residual>, In,
-                                                                                typename body::output_shape>,
-                  "kiln::residual<Layers...>: the branch must give back the shape it receives (its output is "
-                  "added to its input)");
-    using output_shape = In;
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    // When a layer of the branch rejected its input, that error comes alone:
+    // the branch's output is then a stand-in, not a shape to check.
+    static constexpr bool accepted = [] {
+      if constexpr (sizeof...(Layers) == 0) {
+        static_assert(diagnostics::residual_needs_at_least_one_layer<layer_at<Position, residual>, sizeof...(Layers)>,
+                      "kiln::residual<Layers...>: give the branch at least one layer");
+        return false;
+      } else if constexpr (!body::accepted) {
+        return false;
+      } else {
+        static_assert(diagnostics::residual_branch_must_keep_the_shape_of_its_input<layer_at<Position, residual>, In,
+                                                                                    typename body::output_shape>,
+                      "kiln::residual<Layers...>: the branch must give back the shape it receives (its output is "
+                      "added to its input)");
+        return std::is_same_v<In, typename body::output_shape>;
+      }
+    }();
+    static_assert(accepted || true);  // (it reports, once)
+    using output_shape = In;          // (also the stand-in when the branch changes it)
 
     template <class Ctx>
     static void forward(const Ctx& c) {

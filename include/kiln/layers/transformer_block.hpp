@@ -59,10 +59,17 @@ struct transformer_block {
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<transformer_block, In, Position>,
                 detail::chain_layer<typename body_of<In>::template type<Declared, Position + 1>> {
-    static_assert(
-        diagnostics::transformer_block_input_must_be_a_sequence_shape_L_D<layer_at<Position, transformer_block>, In>,
-        "kiln::transformer_block: the input must be a sequence shape<L, D> (rank 2)");
-    using output_shape = In;  // forward and backward: chain_layer's (the body's output, copied)
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    static constexpr bool accepted = [] {
+      static_assert(
+          diagnostics::transformer_block_input_must_be_a_sequence_shape_L_D<layer_at<Position, transformer_block>, In>,
+          "kiln::transformer_block: the input must be a sequence shape<L, D> (rank 2)");
+      return diagnostics::transformer_block_input_must_be_a_sequence_shape_L_D<layer_at<Position, transformer_block>,
+                                                                               In> &&
+             bind::chain::accepted;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
+    using output_shape = In;          // forward and backward: chain_layer's (the body's output, copied)
   };
 };
 

@@ -58,22 +58,29 @@ struct unembed {
   struct bind : bound_layer_base<unembed, In, Position> {
     using provides = kiln::provides<member::reserve>;
     static constexpr bool one_tie = diagnostics::unembed_takes_one_option_tied_tag<layer_at<Position, unembed>, Options...>;
-    static_assert(diagnostics::unembed_takes_one_option_tied_tag<layer_at<Position, unembed>, Options...>,
-                  "kiln::unembed<tied<Tag>>: name the embedding's weight with exactly one tied<Tag>");
     static constexpr bool found =
         diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>;
-    // (Without a tie there is no Tag to look for: the error above comes alone.)
-    static_assert(
-        !one_tie ||
-            diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>,
-        "kiln::unembed<tied<Tag>>: no embedding<Vocab, Dim, tied<Tag>> in this model declares Tag");
-    // (a stand-in shape when not found, so that the error above comes alone)
+    // (a stand-in shape when not found, so that the error below comes alone)
     using table_shape =
         typename detail::declared_shape_or<found, tag, Declared, shape<1, In::extent(In::rank - 1)>>::type;
     static constexpr std::size_t vocab = table_shape::extent(0), dim = table_shape::extent(1);
-    static_assert(
-        diagnostics::unembed_input_width_must_equal_the_embedding_dim<layer_at<Position, unembed>, In, table_shape>,
-        "kiln::unembed: the input's last extent must equal the tied embedding's Dim (rank 1 or 2 input)");
+    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::unembed_takes_one_option_tied_tag<layer_at<Position, unembed>, Options...>,
+                    "kiln::unembed<tied<Tag>>: name the embedding's weight with exactly one tied<Tag>");
+      // (Without a tie there is no Tag to look for: the error above comes alone.)
+      static_assert(
+          !one_tie ||
+              diagnostics::unembed_needs_an_embedding_tied_to_the_same_tag<tag, layer_at<Position, unembed>, Declared>,
+          "kiln::unembed<tied<Tag>>: no embedding<Vocab, Dim, tied<Tag>> in this model declares Tag");
+      static_assert(
+          diagnostics::unembed_input_width_must_equal_the_embedding_dim<layer_at<Position, unembed>, In, table_shape>,
+          "kiln::unembed: the input's last extent must equal the tied embedding's Dim (rank 1 or 2 input)");
+      return one_tie && found &&
+             diagnostics::unembed_input_width_must_equal_the_embedding_dim<layer_at<Position, unembed>, In,
+                                                                           table_shape>;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
 
     static constexpr std::size_t rows = In::size / dim;
     using output_shape = std::conditional_t<In::rank == 1, shape<vocab>, shape<rows, vocab>>;
