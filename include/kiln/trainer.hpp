@@ -5,21 +5,16 @@
 //   `t.fit(train, epochs{10}, {.validation = &test});`
 //
 //   fit       each epoch: a shuffled order from (seed, epoch); steps of exactly
-//             B samples (the remainder of the epoch is dropped, or wrapped
-//             from the start: `remainder::wrap`); forward, backward, one
-//             optimizer step over the flat buffer. Reports a progress bar on a
-//             terminal, one line per epoch otherwise, and appends one JSON
-//             object per epoch to `metrics_log` when given.
-//   evaluate  mean loss and accuracy over every sample; the last batch is
-//             padded and masked, so nothing is skipped and shapes stay static.
+//             B samples (the remainder dropped, or wrapped: `remainder::wrap`),
+//             each a kiln::train_step; progress on a terminal or one line per
+//             epoch; a JSON line per epoch to `metrics_log` when given.
+//   evaluate  mean loss and accuracy over every sample (the last batch padded
+//             and masked, so nothing is skipped and shapes stay static).
 //   predict   the model's output for every sample (n × output size).
-//
-//   Also: what fit_options (kiln/fit_options.hpp) turns on, and save(file) /
-//   load(file): everything a resumed run needs.
+//   Also: what fit_options (kiln/fit_options.hpp) turns on; save / load.
 //
 // DETERMINISM
-//   Same program seed and fit seed → bitwise-identical parameters, and a
-//   run resumed from a checkpoint continues bit for bit.
+//   Same program seed and fit seed → the same bits; a resumed run continues bit for bit.
 //
 // ERRORS
 //   A dataset that does not fit the model → std::invalid_argument before the
