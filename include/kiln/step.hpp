@@ -3,6 +3,10 @@
 //   kiln::train_step(program, targets, optimizer, optimizer_state,
 //                    {.max_grad_norm = 1.0});
 //
+// SHAPE CONTRACT: program.input() holds the step's global_batch samples
+// (replicas × B); targets holds global_batch × targets_per_sample values of
+// the loss's target_type (fewer is std::invalid_argument).
+//
 // runs forward and backward on every replica, reduces the gradients (over
 // the replicas in a fixed order, then across MPI ranks), decides about a
 // non-finite loss, clips the gradient to a global norm and applies the
