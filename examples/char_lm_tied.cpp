@@ -38,8 +38,9 @@ static_assert(untied_lm::parameter_count - tied_lm::parameter_count == vocab * w
 /// Continues `prompt` by sampling from the model, one character at a time.
 template <class Model, class Trained>
 std::string sample(const Trained& trained, std::vector<std::uint32_t> window, std::size_t length, std::uint64_t seed) {
-  auto one = compile<Model, batch<1>>();
-  one.assign_parameters(trained);  // any batch size: same model, same layout, ties still tied
+  // A batch-1 program over the trained program's parameter store: the same
+  // weights (ties still tied), nothing copied, one sample per forward.
+  auto one = compile<Model, batch<1>>(trained.store());
   rng g(seed);
   std::string out;
   for (std::size_t i = 0; i < length; ++i) {

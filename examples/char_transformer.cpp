@@ -36,8 +36,7 @@ static_assert(gpt::output_shape == shape<context, vocab>{});
 /// Continues `window` by sampling one character at a time (temperature 0.8).
 template <class Trained>
 std::string sample(const Trained& trained, std::vector<std::uint32_t> window, std::size_t length, std::uint64_t seed) {
-  auto one = compile<gpt, batch<1>>();
-  one.assign_parameters(trained);
+  auto one = compile<gpt, batch<1>>(trained.store());  // the trained weights, shared, not copied
   one.set_training(false);
   rng g(seed);
   std::string out;

@@ -47,7 +47,7 @@ void a_non_finite_step_changes_nothing() {
   // optimizer's momentum was not touched either.
   fill_step(a, t, g);
   std::copy(a.input().begin(), a.input().end(), b.input().begin());
-  a.set_step(b.step());
+  EXPECT_EQ(a.step(), b.step()) << "a skipped step was counted";
   EXPECT_EQ(train_step(a, t, o, sa).loss, train_step(b, t, o, sb).loss);
   EXPECT_EQ(std::vector<float>(a.parameters().begin(), a.parameters().end()),
             std::vector<float>(b.parameters().begin(), b.parameters().end()));

@@ -71,6 +71,9 @@ struct single_replica;
 template <class Model, std::size_t Batch, class Scalar, class Loss, class Replication = detail::single_replica,
           bool Bf16Gemm = false>
 class program;
+/// The parameters, state, seed and step count of a model (kiln/parameter_store.hpp).
+template <class Model, class Scalar = float>
+class parameter_store;
 struct bf16;
 template <class Program, class Optimizer>
 class trainer;

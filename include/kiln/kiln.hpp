@@ -48,6 +48,7 @@
 #include <kiln/options.hpp>
 #include <kiln/optim/adam.hpp>
 #include <kiln/optim/sgd.hpp>
+#include <kiln/parameter_store.hpp>
 #include <kiln/program.hpp>
 #include <kiln/random.hpp>
 #include <kiln/replicate.hpp>

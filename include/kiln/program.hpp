@@ -1,8 +1,10 @@
 // kiln/program.hpp — a model compiled for a batch: the buffers a step
 // touches, allocated once, and forward, backward and evaluate over them.
 //
-//   parameters()   one flat, aligned buffer (compile-time offset per tag)
-//   gradients()    the same layout
+//   store()        its parameter_store: parameters (one flat, aligned buffer,
+//                  a compile-time offset per tag), state, seed, step count;
+//                  its own, or shared with other programs of the model
+//   gradients()    the parameters' layout
 //   input()        the step's samples, written by the caller: N × B samples
 //                  of Model::input_shape::size scalars (replica r: the r-th B)
 //   forward()      input → output(), activations kept for backward
@@ -46,6 +48,7 @@
 #include <kiln/distributed.hpp>
 #include <kiln/losses/softmax_cross_entropy.hpp>
 #include <kiln/model.hpp>
+#include <kiln/parameter_store.hpp>
 #include <kiln/replicate.hpp>
 
 namespace kiln {
@@ -69,6 +72,8 @@ class program {
   using target_type = typename bound_loss::target_type;
   using layout = typename Model::parameters;
   using state_layout = typename Model::state_layout;
+  /// What the program trains: parameters, state, seed and step count.
+  using store_type = parameter_store<Model, T>;
   /// How activations are stored: bf16 under precision<bf16>, else T.
   using activation_type = typename engine::activation_type;
   using plan = typename engine::plan;
@@ -84,25 +89,35 @@ class program {
   static constexpr std::size_t targets_per_sample = bound_loss::targets_per_sample;
   static constexpr std::size_t layer_count = Model::layer_count;
 
-  /// Builds the program and initialises its parameters from `seed`.
-  explicit program(std::uint64_t seed = 0) : program(nullptr) { initialize(seed); }
+  /// Builds the program over a new store, its parameters drawn from `seed`.
+  explicit program(std::uint64_t seed = 0) : program(std::make_shared<store_type>(seed)) {}
+  /// Builds the program over `store` (shared, not copied: a batch-1
+  /// program reads the weights a training program writes).
+  explicit program(std::shared_ptr<store_type> store) : store_(std::move(store)) {
+    if (!store_) throw std::invalid_argument("kiln::program: the parameter store is null");
+    allocate();
+  }
 
-  program(const program& other) : program(nullptr) { copy_from(other); }
+  /// A copy has a store of its own, with the other's values.
+  program(const program& other) : program(std::make_shared<store_type>(*other.store_)) { copy_from(other); }
+  /// Copies the other's values into this program's store (shared or not).
   program& operator=(const program& other) {
     if (this == &other) return *this;
-    if (!params_) {  // moved from: build afresh
+    if (!store_) {  // moved from: build afresh
       program fresh(other);
       return *this = std::move(fresh);
     }
+    *store_ = *other.store_;
     copy_from(other);
     return *this;
   }
   program(program&&) noexcept = default;
   program& operator=(program&&) noexcept = default;
 
-  /// Copies the parameters of another program of the same model (any batch,
-  /// precision or replication). Ties stay tied: both layouts are the
-  /// model's, one slot per tag.
+  /// Copies the parameters and state of another program of the same model
+  /// (any batch, precision or replication). Ties stay tied: both layouts are
+  /// the model's, one slot per tag. (To share them instead, build this
+  /// program over the other's store().)
   template <class OtherProgram>
   void assign_parameters(const OtherProgram& other) {
     static_assert(std::is_same_v<typename OtherProgram::model_type, Model>,
@@ -113,12 +128,14 @@ class program {
                    [](auto v) { return static_cast<T>(v); });
   }
 
-  /// Sets every parameter from `seed`: He-normal before relu, Glorot-uniform
-  /// otherwise, biases zero. The same seed gives the same bits.
-  void initialize(std::uint64_t seed) {
-    seed_ = seed;
-    detail::initialize_model<Model>(params_.get(), state_.get(), seed);
-  }
+  /// The parameters, state, seed and step count this program works over.
+  /// Pass it to compile<Model, batch<B>, ...>(store) for another program
+  /// over the same values (kiln/parameter_store.hpp).
+  const std::shared_ptr<store_type>& store() const noexcept { return store_; }
+
+  /// Sets every parameter from `seed` (parameter_store::initialize: the step
+  /// count starts again at 0). The same seed gives the same bits.
+  void initialize(std::uint64_t seed) { store_->initialize(seed); }
 
   /// Train mode (the default): dropout drops and batch_norm normalises with
   /// the batch's statistics, updating its running ones. Eval mode: dropout
@@ -126,23 +143,23 @@ class program {
   /// forward() runs in the current mode; train_step always trains.
   void set_training(bool on) noexcept { training_ = on; }
   bool training() const noexcept { return training_; }
-  /// The step number that, with the seed given to initialize(), draws
-  /// dropout's masks; train_step advances it. (kiln::trainer sets it from its
-  /// own step count, so a resumed run draws the masks it would have drawn.)
-  void set_step(std::uint64_t step) noexcept { step_ = step; }
-  std::uint64_t step() const noexcept { return step_; }
-  std::uint64_t seed() const noexcept { return seed_; }
+  /// The store's step count: training steps applied (train_step advances
+  /// it; a checkpoint restores it). With the seed given to initialize() it
+  /// draws dropout's masks, so a resumed run draws the masks it would have.
+  void set_step(std::uint64_t step) noexcept { store_->set_step(step); }
+  std::uint64_t step() const noexcept { return store_->step(); }
+  std::uint64_t seed() const noexcept { return store_->seed(); }
 
   /// Values the layers keep but do not train (batch_norm's running
   /// statistics), in Model::state_layout; one buffer, shared by the replicas
   /// (replica 0 of each process updates it).
-  std::span<T> state() noexcept { return {state_.get(), state_layout::buffer_size}; }
-  std::span<const T> state() const noexcept { return {state_.get(), state_layout::buffer_size}; }
+  std::span<T> state() noexcept { return store_->state(); }
+  std::span<const T> state() const noexcept { return std::as_const(*store_).state(); }
 
   /// The flat parameter buffer (parameters at their offsets, zero padding):
   /// one buffer, read by every replica.
-  std::span<T> parameters() noexcept { return {params_.get(), layout::buffer_size}; }
-  std::span<const T> parameters() const noexcept { return {params_.get(), layout::buffer_size}; }
+  std::span<T> parameters() noexcept { return store_->parameters(); }
+  std::span<const T> parameters() const noexcept { return std::as_const(*store_).parameters(); }
   /// Gradients of the last backward(), reduced over all replicas (and ranks),
   /// in the parameters' layout.
   std::span<T> gradients() noexcept { return {engines_[0].gradients(), layout::buffer_size}; }
@@ -151,21 +168,22 @@ class program {
   /// The parameter named `Tag` (row-major in its shape).
   template <class Tag>
   std::span<T> parameter() noexcept {
-    return {params_.get() + layout::template offset<Tag>, layout_entry<Tag>::type::shape_type::size};
+    return store_->template parameter<Tag>();
   }
   template <class Tag>
   std::span<T> gradient() noexcept {
-    return {engines_[0].gradients() + layout::template offset<Tag>, layout_entry<Tag>::type::shape_type::size};
+    return {engines_[0].gradients() + layout::template offset<Tag>,
+            detail::parameter_named<Model, Tag>::type::shape_type::size};
   }
   /// Parameter `Slot` of the layer at 1-based `Position` (a dense layer's
   /// weight is slot 0, its bias slot 1).
   template <std::size_t Position, std::size_t Slot = 0>
   std::span<T> layer_parameter() noexcept {
-    return parameter<typename layer_param<Position, Slot>::tag>();
+    return parameter<typename detail::layer_parameter_of<Model, Position, Slot>::tag>();
   }
   template <std::size_t Position, std::size_t Slot = 0>
   std::span<T> layer_gradient() noexcept {
-    return gradient<typename layer_param<Position, Slot>::tag>();
+    return gradient<typename detail::layer_parameter_of<Model, Position, Slot>::tag>();
   }
 
   /// Where the next step's samples go: global_batch samples of input_size
@@ -231,17 +249,16 @@ class program {
  private:
   friend struct detail::stepper;
 
-  explicit program(std::nullptr_t)
-      : params_(detail::make_aligned<T>(layout::buffer_size)),
-        state_(detail::make_aligned<T>(state_layout::buffer_size)),
-        kept_state_(detail::make_aligned<T>(state_layout::buffer_size)),
-        input_(detail::make_aligned<T>(global_batch * input_size)),
-        output_(detail::make_aligned<T>(replicas > 1 || Bf16Gemm ? global_batch * output_size : 0)),
-        gemm_weights_(detail::make_aligned<activation_type>(Bf16Gemm ? layout::buffer_size : 0)),
-        engines_(std::make_unique<engine[]>(replicas)),
-        results_(std::make_unique<loss_value[]>(replicas)) {
+  /// The program's own memory (the store's is allocated already).
+  void allocate() {
+    kept_state_ = detail::make_aligned<T>(state_layout::buffer_size);
+    input_ = detail::make_aligned<T>(global_batch * input_size);
+    output_ = detail::make_aligned<T>(replicas > 1 || Bf16Gemm ? global_batch * output_size : 0);
+    gemm_weights_ = detail::make_aligned<activation_type>(Bf16Gemm ? layout::buffer_size : 0);
+    engines_ = std::make_unique<engine[]>(replicas);
+    results_ = std::make_unique<loss_value[]>(replicas);
     for (std::size_t r = 0; r < replicas; ++r)
-      engines_[r].allocate({params_.get(), gemm_weights_.get(), state_.get(), input_.get() + r * B * input_size,
+      engines_[r].allocate({params(), gemm_weights_.get(), store_->state().data(), input_.get() + r * B * input_size,
                             Bf16Gemm ? output_.get() + r * B * output_size : nullptr},
                            /*keeps_state=*/r == 0);
     if constexpr (Replication::threaded)
@@ -254,15 +271,12 @@ class program {
     return detail::share_of(r, replicas, layout::buffer_size);
   }
 
-  /// Everything a copy carries: parameters, state, gradients, mode, seed and step.
+  /// What a copy carries besides its store's values: gradients and mode.
   void copy_from(const program& other) {
-    std::copy_n(other.params_.get(), layout::buffer_size, params_.get());
-    std::copy_n(other.state_.get(), state_layout::buffer_size, state_.get());
     training_ = other.training_;
-    seed_ = other.seed_;
-    step_ = other.step_;
     std::copy_n(other.engines_[0].gradients(), layout::buffer_size, engines_[0].gradients());
   }
+  T* params() const noexcept { return store_->parameters().data(); }
 
   template <class F>
   void run(F& task) {
@@ -274,7 +288,7 @@ class program {
   }
 
   detail::step_mode mode(std::size_t r) const noexcept {
-    return {training_, seed_, step_, (static_cast<std::uint64_t>(distributed::rank()) * replicas + r) * B};
+    return {training_, store_->seed(), store_->step(), (static_cast<std::uint64_t>(distributed::rank()) * replicas + r) * B};
   }
   static std::size_t valid_in(std::size_t r, std::size_t valid) noexcept { return detail::samples_of(r, valid, B); }
   loss_value combined(std::size_t valid) const noexcept {
@@ -293,26 +307,6 @@ class program {
     }
   }
 
-  template <class Tag>  // (layout_entry, layer_param: what parameter<Tag> and layer_parameter<P, S> name)
-  struct layout_entry {
-    static_assert(layout::template contains<Tag>, "kiln::program: this tag names no parameter of the model");
-    using type = detail::list_at_t<layout::template index_of<Tag>(), typename Model::parameter_types>;
-  };
-  template <std::size_t Position, std::size_t Slot>
-  struct layer_param {
-    using all = detail::flatten_nested_t<typename Model::layer_types>;
-    static constexpr std::size_t found = []<class... L>(detail::type_list<L...>) {
-      constexpr std::array<std::size_t, sizeof...(L)> positions{L::position...};
-      std::size_t i = 0;
-      while (i < positions.size() && positions[i] != Position) ++i;
-      return i;
-    }(all{});
-    static_assert(found < all::size,
-                  "kiln::program::layer_parameter<Position, Slot>: the model has no layer at this position");
-    using L = detail::list_at_t<found, all>;
-    using type = detail::list_at_t<Slot, typename L::parameters>;
-    using tag = typename type::tag;
-  };
   /// Replica r's output as the loss reads it (f32: bf16 outputs are widened
   /// into output_ at the end of each forward).
   const T* logits(std::size_t r) const noexcept {
@@ -330,11 +324,11 @@ class program {
       if constexpr (Replication::threaded && replicas > 1) {
         auto convert = [this](std::size_t q) {
           const auto [begin, end] = chunk_of(q);
-          detail::narrow(params_.get() + begin, end - begin, gemm_weights_.get() + begin);
+          detail::narrow(params() + begin, end - begin, gemm_weights_.get() + begin);
         };
         run(convert);
       } else {
-        detail::narrow(params_.get(), layout::buffer_size, gemm_weights_.get());
+        detail::narrow(params(), layout::buffer_size, gemm_weights_.get());
       }
     }
   }
@@ -384,11 +378,9 @@ class program {
     }
   }
 
-  detail::aligned_buffer<T> params_;
-  detail::aligned_buffer<T> state_;
+  std::shared_ptr<store_type> store_;
   detail::aligned_buffer<T> kept_state_;  ///< the state before a training step, restored if it is skipped
   bool training_ = true;
-  std::uint64_t seed_ = 0, step_ = 0;
   detail::aligned_buffer<T> input_;
   detail::aligned_buffer<T> output_;
   detail::aligned_buffer<activation_type> gemm_weights_;  ///< bf16: the parameters as this step's GEMMs read them

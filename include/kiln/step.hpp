@@ -17,8 +17,14 @@
 //   When the loss of the step (over all replicas and ranks) is NaN or
 //   infinite, the step changes nothing: the parameters, the optimizer's
 //   state and the model's state (batch_norm's running statistics, which the
-//   forward pass had already updated) are as they were before it. The loss
-//   is returned; the caller decides (kiln::trainer stops with an error).
+//   forward pass had already updated) and the step count are as they were
+//   before it. The loss is returned; the caller decides (kiln::trainer
+//   stops with an error).
+//
+// THE STEP COUNT
+//   The program's store counts the steps applied (parameter_store::step):
+//   a step's dropout masks and Adam's bias correction (t = count + 1) both
+//   follow it, and a checkpoint restores it, so there is one count.
 //
 // A FAULT ON ONE RANK
 //   Under MPI, an exception in any rank's forward or backward (a token id
@@ -39,6 +45,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <span>
 #include <utility>
@@ -67,18 +74,15 @@ struct stepper {
     struct after_step {
       P& p;
       bool mode;
-      ~after_step() {
-        p.training_ = mode;
-        ++p.step_;
-      }
+      ~after_step() { p.training_ = mode; }
     } after{p, was_training};
 
     // The forward pass updates the running statistics; keep them until the
     // loss is known to be finite.
     constexpr std::size_t state_size = P::state_layout::buffer_size;
-    if constexpr (state_size > 0) std::copy_n(p.state_.get(), state_size, p.kept_state_.get());
+    if constexpr (state_size > 0) std::copy_n(p.state().data(), state_size, p.kept_state_.get());
     auto skip = [&](const loss_value& r) {
-      if constexpr (state_size > 0) std::copy_n(p.kept_state_.get(), state_size, p.state_.get());
+      if constexpr (state_size > 0) std::copy_n(p.kept_state_.get(), state_size, p.state().data());
       return r;
     };
 
@@ -115,7 +119,10 @@ struct stepper {
       if (!std::isfinite(result.loss)) return skip(result);
     }
     const T scale = options.max_grad_norm > 0 ? clip_scale<T>(p.gradient_norm(), options.max_grad_norm) : T(1);
-    state.prepare(optimizer);
+    // This step's number, 1-based: the store counts the steps applied, so
+    // Adam's bias correction (and a resumed run) sees the one step count.
+    const std::uint64_t number = p.step() + 1;
+    state.prepare(optimizer, number);
     T* gradient = p.engines_[0].gradients();
     auto update = [&](std::size_t q) {
       const auto [begin, end] = P::chunk_of(q);
@@ -128,6 +135,7 @@ struct stepper {
                    std::span<const T>(gradient + begin, end - begin), begin);
     };
     p.run(update);
+    p.set_step(number);
     return result;
   }
 

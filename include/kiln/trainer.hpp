@@ -99,17 +99,19 @@ class trainer {
     if (!(lr > 0)) throw std::invalid_argument(fmt::format("kiln::trainer::set_base_lr: lr must be > 0, got {}", lr));
     base_lr_ = lr;
   }
-  /// Epochs and optimizer steps completed (restored by load()); an epoch
+  /// Epochs completed and steps applied (restored by load()); an epoch
   /// that stop() cut short is not counted, and the next fit finishes it.
+  /// The steps are the program's store's one count (parameter_store::step).
   std::size_t epochs_done() const noexcept { return epoch_; }
-  std::size_t steps_done() const noexcept { return step_; }
+  std::size_t steps_done() const noexcept { return static_cast<std::size_t>(program_.step()); }
 
   /// Writes parameters, optimizer state and the training position to `file`
   /// (atomically; see kiln/checkpoint.hpp).
   void save(const std::filesystem::path& file, std::uint64_t seed = 0) const {
     save_checkpoint(
         file, program_, std::span<const scalar>(state_.buffer()), Optimizer::name,
-        training_position{epoch_, step_, seed, {}, lr_scale_, best_metric_, stale_epochs_, has_best_, partial_steps_});
+        training_position{epoch_, program_.step(), seed, {}, lr_scale_, best_metric_, stale_epochs_, has_best_,
+                          partial_steps_});
   }
   /// Restores what save() wrote; the next fit() continues with the epoch
   /// after the saved one, so with the same fit seed the run continues exactly
@@ -118,8 +120,7 @@ class trainer {
   training_position load(const std::filesystem::path& file) {
     const training_position at = load_checkpoint(file, program_, state_.buffer(), Optimizer::name);
     epoch_ = static_cast<std::size_t>(at.epoch);
-    step_ = static_cast<std::size_t>(at.step);
-    if constexpr (requires { state_.set_steps(at.step); }) state_.set_steps(at.step);
+    program_.set_step(at.step);
     lr_scale_ = at.lr_scale;
     best_metric_ = at.best_metric;
     stale_epochs_ = static_cast<std::size_t>(at.stale_epochs);
@@ -209,8 +210,7 @@ class trainer {
           sampler.shard(order, s, first_worker + r,
                         std::span<std::size_t>(pick.data() + r * Program::batch_size, Program::batch_size));
         load(train, pick, B);
-        optimizer_.lr = static_cast<float>(base_lr_ * o.schedule(step_, e) * lr_scale_);
-        program_.set_step(step_);  // dropout's masks follow the trainer's step, so a resumed run draws the same
+        optimizer_.lr = static_cast<float>(base_lr_ * o.schedule(steps_done(), e) * lr_scale_);
         const loss_value r =
             kiln::train_step(program_, std::span<const target_type>(targets_), optimizer_, state_,
                              {.max_grad_norm = o.clip_grad_norm});
@@ -222,7 +222,6 @@ class trainer {
               "step before{}",
               r.loss, e, s + 1, steps, o.checkpoint_dir.empty() ? "" : ", and the last checkpoint is intact"));
         }
-        ++step_;
         ++done;
         loss_sum += r.loss;
         correct += r.correct;
@@ -231,7 +230,7 @@ class trainer {
         const double elapsed = seconds_since(start);
         bar.update(e, last_epoch, s + 1, steps, loss_sum / static_cast<double>(done),
                    static_cast<double>(seen) / std::max(elapsed, 1e-9), elapsed);
-        if (o.on_step_end) o.on_step_end(step_report{e, s + 1, step_, r.loss, optimizer_.lr});
+        if (o.on_step_end) o.on_step_end(step_report{e, s + 1, steps_done(), r.loss, optimizer_.lr});
       }
       if (s < steps) {
         // stop() part-way: the epoch is not done; the next fit (or a
@@ -387,7 +386,6 @@ class trainer {
   typename Optimizer::template state<scalar> state_;
   std::vector<target_type> targets_;
   std::size_t epoch_ = 0;
-  std::size_t step_ = 0;
   double base_lr_;
   double lr_scale_ = 1.0;
   double best_metric_ = 0.0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 
@@ -33,10 +34,10 @@ void check(const O& o) {
   typename O::template state<double> s(2);
   std::vector<double> w{0.5, -1.5};
   const std::vector<std::vector<double>> g{{0.1, -2.0}, {0.3, 1.0}, {-0.2, 0.5}};
-  for (const auto& step : g) s.step(o, w, step);
+  std::uint64_t t = 0;
+  for (const auto& step : g) s.step(o, w, step, ++t);
   EXPECT_NEAR(w[0], reference(0.5, {0.1, 0.3, -0.2}, o), 1e-12);
   EXPECT_NEAR(w[1], reference(-1.5, {-2.0, 1.0, 0.5}, o), 1e-12);
-  EXPECT_EQ(s.steps(), 3u);
 }
 
 TEST(adam, matches_the_reference_recurrence) {
@@ -53,8 +54,8 @@ TEST(adam, slices_updated_separately_equal_one_update) {
   kiln::adamw::state<float> whole(6), parts(6);
   std::vector<float> a{1, 2, 3, 4, 5, 6}, b = a;
   const std::vector<float> g{0.1f, -0.2f, 0.3f, 0.0f, 1.0f, -1.0f};
-  whole.step(o, a, g);
-  parts.prepare(o);
+  whole.step(o, a, g, 1);
+  parts.prepare(o, 1);
   parts.update(o, std::span(b).first(4), std::span(g).first(4), 0);
   parts.update(o, std::span(b).subspan(4), std::span(g).subspan(4), 4);
   EXPECT_EQ(a, b);

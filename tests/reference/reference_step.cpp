@@ -73,7 +73,7 @@ std::string run_case(const std::string& name, const std::string& layers, const O
     steps.push_back(fmt::format(R"({{"x":[{:.17g}],"t":[{}],"loss":{:.17g},"grads":{}}})", fmt::join(p.input(), ","),
                                 targets, loss,
                                 tensors<P>(std::span<const Scalar>(p.gradients().data(), p.gradients().size()))));
-    state.step(opt, p.parameters(), p.gradients());
+    state.step(opt, p.parameters(), p.gradients(), static_cast<std::uint64_t>(step + 1));
   }
   // The state (batch_norm's running statistics) after the steps, tensor by tensor.
   using state_layout = typename P::state_layout;

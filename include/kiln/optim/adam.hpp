@@ -10,8 +10,10 @@
 //
 // REQUIREMENTS   lr > 0, 0 ≤ β1, β2 < 1, ε > 0, weight_decay ≥ 0;
 //                violated → std::invalid_argument.
-// STATE          m and v in the parameters' layout (one buffer [m | v]) and
-//                the step count t (restored from a checkpoint's step).
+// STATE          m and v in the parameters' layout (one buffer [m | v]).
+//                t is the step's number, which kiln::train_step gives from
+//                the program's step count (restored by a checkpoint); a
+//                step skipped for a non-finite loss does not count.
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
@@ -57,15 +59,16 @@ struct adam_family {
    public:
     explicit state(std::size_t parameters) : n_(parameters), moments_(2 * parameters, T(0)) {}
 
-    void step(const adam_family& o, std::span<T> w, std::span<const T> g) noexcept {
-      prepare(o);
+    /// Update t (1, 2, ...) of the whole buffer.
+    void step(const adam_family& o, std::span<T> w, std::span<const T> g, std::uint64_t t) noexcept {
+      prepare(o, t);
       update(o, w, g, 0);
     }
-    /// Advances t and fixes this step's bias corrections.
-    void prepare(const adam_family& o) noexcept {
-      ++t_;
-      c1_ = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(o.beta1), static_cast<double>(t_))));
-      c2_ = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(o.beta2), static_cast<double>(t_))));
+    /// Fixes the bias corrections of step t (t ≥ 1).
+    void prepare(const adam_family& o, std::uint64_t t) noexcept {
+      const double n = static_cast<double>(t < 1 ? 1 : t);
+      c1_ = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(o.beta1), n)));
+      c2_ = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(o.beta2), n)));
     }
     void update(const adam_family& o, std::span<T> w, std::span<const T> g, std::size_t offset) noexcept {
       T* m = moments_.data() + offset;
@@ -87,14 +90,10 @@ struct adam_family {
     /// [m | v], for checkpoints.
     std::span<T> buffer() noexcept { return moments_; }
     std::span<const T> buffer() const noexcept { return moments_; }
-    /// The step count t (set from a checkpoint's step on resume).
-    std::uint64_t steps() const noexcept { return t_; }
-    void set_steps(std::uint64_t t) noexcept { t_ = t; }
 
    private:
     std::size_t n_;
     std::vector<T> moments_;
-    std::uint64_t t_ = 0;
     T c1_ = 1, c2_ = 1;
   };
 };

@@ -3,11 +3,13 @@
 //   A configuration aggregate O (`sgd{.lr = 0.1f}`) with `name`, a public
 //   `lr` (schedules set it), `validate()`, and a nested `state<T>` built from
 //   the parameter count, holding buffers in the parameters' layout:
-//     step(o, w, g)              one update of the whole flat buffer
-//     prepare(o); update(o, w_slice, g_slice, offset)
+//     step(o, w, g, t)           update t (1, 2, ...) of the whole flat buffer
+//     prepare(o, t); update(o, w_slice, g_slice, offset)
 //                                the same, slice by slice (the replicas of
 //                                replicate<N> update their slices in
 //                                parallel); element-wise, so equal to step
+//   t is the step's number, given by kiln::train_step from the program's
+//   one step count (an optimizer keeps no count of its own).
 //     buffer()                   the state, for checkpoints
 #pragma once
 
@@ -15,6 +17,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -30,8 +33,8 @@ concept Optimizer = requires(O& o, typename O::template state<T>& s, std::span<T
   { s.buffer() } -> std::convertible_to<std::span<T>>;
   o.validate();
   typename O::template state<T>;
-  s.step(o, w, g);
-  s.prepare(o);
+  s.step(o, w, g, std::uint64_t{1});
+  s.prepare(o, std::uint64_t{1});
   s.update(o, w, g, std::size_t{0});
 };
 

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <string_view>
@@ -52,13 +53,13 @@ struct sgd {
     explicit state(std::size_t parameters) : velocity_(parameters, T(0)) {}
 
     /// One update of `w` from `g` (same length as the state).
-    void step(const sgd& o, std::span<T> w, std::span<const T> g) noexcept {
-      prepare(o);
+    void step(const sgd& o, std::span<T> w, std::span<const T> g, std::uint64_t t = 1) noexcept {
+      prepare(o, t);
       update(o, w, g, 0);
     }
 
     /// What a step does once, before its updates (nothing for sgd).
-    void prepare(const sgd&) noexcept {}
+    void prepare(const sgd&, std::uint64_t /*t*/) noexcept {}
 
     /// The update of the slice of the buffer that starts at `offset`: the
     /// replicas of replicate<N> each update their own slice, in parallel.
