@@ -4,6 +4,8 @@ training step. kiln's compile cost is measured on these (benchmarks/compile/run)
 
   generate.py dense N      N x (dense<64>, relu) after input<64>, dense<10> last
   generate.py transformer N  the char transformer with N transformer_block<4>
+  generate.py nested N     the N dense pairs inside one model used as a layer
+                           (a sub-model runs its contents on the same engine)
 """
 import sys
 
@@ -44,9 +46,16 @@ def transformer(n):
     return body, dict(batch=16, target="std::uint32_t", input="3.0f")
 
 
+def nested(n):
+    layers = ",\n                  ".join(["dense<64>, relu"] * n)
+    body = (f"struct inner : model<input<64>,\n                  {layers}> {{}};\n"
+            "using net = model<input<64>, inner, dense<10>>;\n")
+    return body, dict(batch=32, target="std::uint32_t", input="0.5f")
+
+
 def main():
     kind, n = sys.argv[1], int(sys.argv[2])
-    body, fill = {"dense": dense, "transformer": transformer}[kind](n)
+    body, fill = {"dense": dense, "transformer": transformer, "nested": nested}[kind](n)
     sys.stdout.write(HEAD.format(kind=kind, n=n) + body + TAIL.format(**fill))
 
 

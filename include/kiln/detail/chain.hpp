@@ -1,7 +1,7 @@
 // kiln/detail/chain.hpp — a list of bound layers run as one: the body of a
 // layer that contains layers (kiln::residual, a model used as a layer,
-// kiln::transformer_block), its memory plan and its passes (binding:
-// detail/binding.hpp; one layer's run: detail/layer_access.hpp).
+// kiln::transformer_block), on the one engine of detail/sequence.hpp
+// (binding: detail/binding.hpp; one layer's run: detail/layer_access.hpp).
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -17,6 +17,7 @@
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_access.hpp>
 #include <kiln/detail/parameter_layout.hpp>
+#include <kiln/detail/sequence.hpp>
 #include <kiln/detail/type_list.hpp>
 #include <kiln/detail/type_name.hpp>
 #include <kiln/layer.hpp>
@@ -30,57 +31,11 @@ inline constexpr bool a_model_used_as_a_layer_receives_the_input_it_declares =
 
 namespace kiln::detail {
 
-/// The memory of a chain of bound layers L... fed In, for a batch of B with
-/// activations stored as A (see sub_chain): every table is one pack
-/// expansion and one loop.
-template <class Layers, Shape In, std::size_t B, class A>
-struct chain_plan;
-template <class... L, Shape In, std::size_t B, class A>
-struct chain_plan<type_list<L...>, In, B, A> {
-  static constexpr std::size_t count = sizeof...(L);
-  static constexpr std::array<bool, count + 1> view{L::is_view..., false};
-  static constexpr std::array<std::size_t, count + 1> output_size{L::output_shape::size..., 0};
-  /// Layer k's output is stored at index store[k] (its own, or that of the
-  /// layer it views; −1: the chain's input).
-  static constexpr std::array<int, count + 1> store = [] {
-    std::array<int, count + 1> s{};
-    for (std::size_t k = 0; k < count; ++k)
-      s[k] = view[k] ? (k == 0 ? -1 : s[k - 1]) : static_cast<int>(k);
-    return s;
-  }();
-  static constexpr std::array<std::size_t, count + 1> output_offset = [] {
-    std::array<std::size_t, count + 1> o{};
-    std::size_t at = 0;
-    for (std::size_t k = 0; k < count; ++k) {
-      o[k] = at;
-      if (!view[k]) at += round_up(activation_units<A>(output_size[k] * B), parameter_alignment);
-    }
-    o[count] = at;
-    return o;
-  }();
-  static constexpr std::size_t activation_elements = output_offset[count];
-  static constexpr auto saved_offset =
-      aligned_regions(std::array<std::size_t, count>{saved_of<L, B, A>()...}, activation_elements);
-  static constexpr std::size_t saved_elements = saved_offset[count];
-  static constexpr std::size_t slot_elements =
-      round_up(std::max({In::size, L::output_shape::size...}) * B, parameter_alignment);
-  /// The largest workspace of a contained layer, then the widened room.
-  static constexpr std::size_t layer_workspace_elements =
-      round_up(std::max({std::size_t{0}, workspace_of<L, B, A>()...}), parameter_alignment);
-  static constexpr std::size_t widened_elements = std::max({std::size_t{0}, widened_room_of<L, B, A>()...});
-  static constexpr std::size_t workspace_elements = 2 * slot_elements + layer_workspace_elements + widened_elements;
-};
-
 /// Specs... bound one after another from input In, run as one: the body of
-/// a layer that contains layers. Its memory, all inside the containing
-/// layer's `saved` (kept) and `workspace` (borrowed) elements, for
-/// activations stored as A (bf16 outputs take half the room):
-///   saved     = [output of each computing layer | each layer's own saved]
-///   workspace = [two gradient buffers | the largest workspace of a layer |
-///                under bf16, the widened room of the layers that compute
-///                in f32]
-/// During forward the gradient buffers are free: the layers that take bf16
-/// accumulate their outputs there (ctx.wide).
+/// a layer that contains layers. Its memory is sequence_plan's (all inside
+/// the containing layer's `saved` and `workspace` elements) and its passes
+/// sequence_engine's (detail/sequence.hpp): the engine every sequence of
+/// layers, the model's top level included, runs on.
 template <class Declared, Shape In, std::size_t Position, class... Specs>
 struct sub_chain {
   using bound = bind_chain<Declared, In, Position, type_list<>, Specs...>;
@@ -98,8 +53,10 @@ struct sub_chain {
   using parameters = collect_parameters_t<layers, type_list<as_layer_t<Specs>...>>;
   using state = collect_state_t<layers>;
 
+  /// For a batch of B with activations stored as A (its input too: the
+  /// container's activation).
   template <std::size_t B, class A = float>
-  using plan = chain_plan<layers, In, B, A>;
+  using plan = sequence_plan<layers, In, B, A>;
 
   template <std::size_t B, class T>
   static void reserve(gemm_scratch<T>& g) {
@@ -107,65 +64,28 @@ struct sub_chain {
   }
 
   template <class Ctx>
-  using plan_of = plan<Ctx::batch, typename Ctx::activation>;
+  using engine = sequence_engine<plan<Ctx::batch, typename Ctx::activation>, Ctx>;
+  /// The contents' passes, compiled for the container's context.
+  template <class Ctx>
+  struct passes {
+    using E = engine<Ctx>;
+    static constexpr std::array<typename E::forward_fn, count> forward = []<class... L>(type_list<L...>) {
+      return std::array<typename E::forward_fn, count>{&stored_pass<L>::template forward<Ctx>...};
+    }(layers{});
+    static constexpr std::array<typename E::backward_fn, count> backward = []<class... L>(type_list<L...>) {
+      return std::array<typename E::backward_fn, count>{&stored_pass<L>::template backward<Ctx>...};
+    }(layers{});
+  };
 
-  /// Layer I's output, inside the chain's saved elements.
-  template <std::size_t I, class Ctx>
-  static typename Ctx::activation* stored_output(const Ctx& c) {
-    using A = typename Ctx::activation;
-    typename Ctx::scalar* at = c.saved + plan_of<Ctx>::output_offset[I];
-    if constexpr (std::is_same_v<A, typename Ctx::scalar>) {
-      return at;
-    } else {
-      return reinterpret_cast<A*>(at);
-    }
-  }
-  /// Where layer I's output is (I = −1: the chain's input, c.x).
-  template <int I, class Ctx>
-  static const typename Ctx::activation* output_of(const Ctx& c) {
-    if constexpr (I < 0) {
-      return c.x;
-    } else {
-      constexpr int s = plan_of<Ctx>::store[I];
-      if constexpr (s < 0) {
-        return c.x;
-      } else {
-        return stored_output<static_cast<std::size_t>(s)>(c);
-      }
-    }
-  }
   /// The chain's output (inside the caller's saved elements).
   template <class Ctx>
   static const typename Ctx::activation* output(const Ctx& c) {
-    return output_of<static_cast<int>(count) - 1>(c);
+    return engine<Ctx>::output(c);
   }
-
-  template <std::size_t I, class Ctx>
-  static Ctx context_of(const Ctx& c) {
-    using P = plan_of<Ctx>;
-    Ctx s = c;
-    s.x = output_of<static_cast<int>(I) - 1>(c);
-    s.y = stored_output<I>(c);
-    s.saved = c.saved + P::saved_offset[I];
-    s.scratch = c.scratch + 2 * P::slot_elements;
-    return s;
-  }
-  /// bf16: the room in which contained layers that compute in f32 run.
-  template <class Ctx>
-  static typename Ctx::scalar* widened_room(const Ctx& c) {
-    using P = plan_of<Ctx>;
-    return c.scratch + 2 * P::slot_elements + P::layer_workspace_elements;
-  }
-
   /// Runs the contents on c.x; c.saved and c.scratch are the chain's.
   template <class Ctx>
   static void forward(const Ctx& c) {
-    for_each_index<count>([&](auto i) {
-      using L = layer<decltype(i)::value>;
-      if constexpr (!L::is_view)
-        forward_stored<L>(context_of<decltype(i)::value>(c), widened_room(c),
-                          /*wide: the free gradient buffers*/ c.scratch);
-    });
+    engine<Ctx>::forward(c, passes<Ctx>::forward);
   }
 
   /// The first contained layer that computes (count when none does).
@@ -183,28 +103,7 @@ struct sub_chain {
   /// chain's output), and the input gradient into c.dx unless it is null.
   template <class Ctx>
   static void backward(const Ctx& c) {
-    using T = typename Ctx::scalar;
-    const T* g = c.dy;
-    int current = -1;
-    bool reached_input = false;
-    for_each_index<count>([&](auto i) {
-      constexpr std::size_t k = count - 1 - decltype(i)::value;
-      using L = layer<k>;
-      if constexpr (!L::is_view) {
-        Ctx s = context_of<k>(c);
-        s.dy = g;
-        if constexpr (k == first_computing) {
-          s.dx = c.dx;
-          reached_input = true;
-        } else {
-          current = current == 0 ? 1 : 0;
-          s.dx = c.scratch + static_cast<std::size_t>(current) * plan_of<Ctx>::slot_elements;
-        }
-        backward_stored<L>(s, widened_room(c));
-        g = s.dx;
-      }
-    });
-    if (!reached_input && c.dx) std::copy_n(g, In::size * Ctx::batch, c.dx);
+    engine<Ctx>::backward(c, passes<Ctx>::backward);
   }
 };
 

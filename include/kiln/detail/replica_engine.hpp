@@ -1,7 +1,9 @@
-// kiln/detail/replica_engine.hpp — one replica of a program: its workspace
-// (gradients, two gradient slots, scratch, saved values, activations, GEMM
-// packing space) and the forward and backward passes of the model's layers
-// over it. kiln::program owns one per replica and the buffers they share.
+// kiln/detail/replica_engine.hpp — one replica of a program: its memory
+// (gradients, the output's gradient, the sequence's workspace and saved
+// region, GEMM packing space) and the model's layers run over it by the one
+// engine (detail/sequence.hpp), each layer's passes compiled for its own
+// parameter offsets. kiln::program owns one per replica and the buffers
+// they share.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -20,6 +22,7 @@
 #include <kiln/detail/gradient_zeroing.hpp>
 #include <kiln/detail/layer_access.hpp>
 #include <kiln/detail/layer_context.hpp>
+#include <kiln/detail/sequence.hpp>
 #include <kiln/detail/type_list.hpp>
 
 namespace kiln::detail {
@@ -48,10 +51,12 @@ class replica_engine {
   using activation_type = std::conditional_t<Bf16Gemm, bf16, T>;
   using layout = typename Model::parameters;
   using plan = typename Model::template memory_plan<B, activation_type>;
+  using sequence = typename plan::sequence;
   using buffers = replica_buffers<T, activation_type>;
   /// What the engine hands a layer's pass: the views of the step, with no
   /// parameter offsets of its own (so its type does not name the model).
   using frame = layer_context<T, B, parameter_layout<>, parameter_layout<>, activation_type, activation_type>;
+  using run = sequence_engine<sequence, frame>;
   static constexpr std::size_t layer_count = Model::layer_count;
   static constexpr std::size_t input_size = Model::input_shape_type::size;
   static constexpr std::size_t output_size = Model::output_shape_type::size;
@@ -66,7 +71,6 @@ class replica_engine {
     shared_ = shared;
     keeps_state_ = keeps_state;
     block_ = make_aligned<T>(block_elements);
-    activations_ = make_aligned<activation_type>(plan::activation_elements);
     scratch_.use_bf16_operands(Bf16Gemm);
     [this]<class... L>(type_list<L...>) {
       [[maybe_unused]] const int order[] = {0, (reserve_for<L, B, T>(scratch_), 0)...};
@@ -76,17 +80,14 @@ class replica_engine {
   /// This replica's gradient of the parameters, in their layout.
   T* gradients() const noexcept { return block_.get(); }
   /// The output of the last forward, as stored (bf16 under precision<bf16>).
-  activation_type* output() const noexcept { return activation(layer_count); }
+  const activation_type* output() const noexcept { return run::output(base({})); }
   /// Where the loss writes the gradient of the output before backward().
-  T* output_gradient() const noexcept { return grad_slot(0); }
+  T* output_gradient() const noexcept { return block_.get() + layout::buffer_size; }
 
   void forward(const step_mode& m) {
-    if constexpr (plan::input_in_bf16) narrow(shared_.input, B * input_size, activation(0));
-    for (std::size_t k = 0; k < layer_count; ++k) {
-      // (bf16: a layer that takes bf16 accumulates in gradient slot 0, free during forward)
-      if (!plan::view[k]) passes::forward[k](frame_at(k + 1, m), widened_room(), grad_slot(0), f32_input(k));
-    }
-    if constexpr (Bf16Gemm) widen(activation(layer_count), B * output_size, shared_.output);
+    if constexpr (plan::input_in_bf16) narrow(shared_.input, B * input_size, rounded_input());
+    run::forward(base(m), passes::forward, exact_input());
+    if constexpr (Bf16Gemm) widen(output(), B * output_size, shared_.output);
   }
 
   /// Zeroes what the layers add their gradients into (all of gradients()
@@ -100,47 +101,44 @@ class replica_engine {
   /// The layers' backward passes from output_gradient(), last to first,
   /// after clear_gradients().
   void backward(const step_mode& m) {
-    int current = 0;
-    for (std::size_t k = layer_count; k-- > 0;) {
-      if (plan::view[k]) continue;
-      frame c = frame_at(k + 1, m);
-      c.overwrite_gradients = gradient_zeroing<Model>::overwrites[k];
-      c.dy = grad_slot(current);
-      if (k > plan::first_computing) {  // some layer before k computes: it needs k's input gradient
-        c.dx = grad_slot(1 - current);
-        current = 1 - current;
-      }
-      passes::backward[k](c, widened_room(), f32_input(k));
-    }
+    frame c = base(m);
+    c.dy = output_gradient();
+    run::backward(c, passes::backward, exact_input(), gradient_zeroing<Model>::overwrites.data());
   }
 
  private:
-  /// gradients, two gradient slots, scratch, saved values and (bf16) the
-  /// widened room, in one block.
-  static constexpr std::size_t block_elements = layout::buffer_size + plan::gradient_elements +
-                                                plan::scratch_elements + plan::saved_elements +
-                                                plan::widened_elements;
+  /// One block: gradients | the output's gradient | the sequence's
+  /// workspace | its saved region (activations, layers' saved values) |
+  /// under bf16, the input rounded (when the first layer takes it so).
+  static constexpr std::size_t output_gradient_elements = round_up(B * output_size, parameter_alignment);
+  static constexpr std::size_t workspace_at = layout::buffer_size + output_gradient_elements;
+  static constexpr std::size_t saved_at = workspace_at + sequence::workspace_elements;
+  static constexpr std::size_t rounded_input_at = saved_at + sequence::saved_elements;
+  static constexpr std::size_t block_elements =
+      rounded_input_at + (plan::input_in_bf16 ? activation_units<activation_type>(B * input_size) : 0);
 
-  /// Activation slot of layer k (0 = the input).
-  activation_type* activation(std::size_t k) const noexcept {
+  /// bf16: the input rounded, as the first layer reads it.
+  activation_type* rounded_input() const noexcept {
+    return reinterpret_cast<activation_type*>(block_.get() + rounded_input_at);
+  }
+  /// The sequence's input as stored: the program's (f32), or its rounded copy.
+  const activation_type* input() const noexcept {
     if constexpr (!Bf16Gemm) {
-      if (plan::slot[k] == plan::slot[0]) return shared_.input;
+      return shared_.input;
+    } else if constexpr (plan::input_in_bf16) {
+      return rounded_input();
+    } else {
+      return nullptr;  // (the first layer reads exact_input())
     }
-    return activations_.get() + plan::activation_offset[k];
   }
-  T* grad_slot(int i) const noexcept {
-    return block_.get() + layout::buffer_size + static_cast<std::size_t>(i) * plan::gradient_slot_elements;
-  }
-  /// bf16: the f32 room in which a layer that computes in f32 runs.
-  T* widened_room() const noexcept { return grad_slot(2) + plan::scratch_elements + plan::saved_elements; }
-
   /// bf16: the f32 input itself, for a first layer that computes in f32
   /// (it reads the input unrounded); null otherwise.
-  const T* f32_input(std::size_t k) const noexcept {
+  const T* exact_input() const noexcept {
     if constexpr (Bf16Gemm && !plan::input_in_bf16) {
-      if (plan::slot[k] == plan::slot[0]) return shared_.input;
+      return shared_.input;
+    } else {
+      return nullptr;
     }
-    return nullptr;
   }
 
   /// Where each top-level layer's parameters and state values are: the
@@ -199,16 +197,16 @@ class replica_engine {
         }(typename Model::layer_types{}, std::make_index_sequence<layer_count>{});
   };
 
-  frame frame_at(std::size_t k, const step_mode& m) const noexcept {
+  /// The sequence's context: its input, its regions, the step's views.
+  frame base(const step_mode& m) const noexcept {
     frame c;
     if constexpr (Bf16Gemm) c.wg = shared_.gemm_weights;
-    c.x = activation(k - 1);
-    c.y = activation(k);
+    c.x = input();
     c.w = shared_.params;
     c.dw = gradients();
     c.gemm = &scratch_;
-    c.scratch = grad_slot(2);  // after the two gradient slots
-    c.saved = grad_slot(2) + plan::scratch_elements + plan::saved_offset[k - 1];
+    c.scratch = block_.get() + workspace_at;
+    c.saved = block_.get() + saved_at;
     c.st = shared_.state;
     c.training = m.training;
     c.keeps_state = keeps_state_;
@@ -221,7 +219,6 @@ class replica_engine {
   buffers shared_{};
   bool keeps_state_ = false;
   aligned_buffer<T> block_;
-  aligned_buffer<activation_type> activations_;
   mutable gemm_scratch<T> scratch_;
 };
 
