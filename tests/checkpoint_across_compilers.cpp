@@ -1,9 +1,10 @@
 // One checkpoint, two compilers: `save FILE` writes a checkpoint of a small
 // model whose tags and sub-model live where g++ and Clang spell names
 // differently (an anonymous namespace, a class template in a nested
-// namespace, kiln's automatic tags); `load FILE` loads one and checks every
-// stored value. scripts/test saves with the g++ build and loads with the
-// clang++-14 build, and the reverse; CTest runs both halves in one build.
+// namespace, kiln's automatic tags), the sub-model also inside a
+// position_wise; `load FILE` loads one and checks every stored value.
+// scripts/test saves with the g++ build and loads with the clang++-14 build,
+// and the reverse; CTest runs both halves in one build.
 //
 //   kiln_checkpoint_across_compilers save FILE | load FILE | signature
 #include <kiln/kiln.hpp>
@@ -29,7 +30,7 @@ struct weight;
 
 namespace {
 using namespace kiln;
-using net = model<input_tokens<3>, embedding<6, 4, tied<anon_table>>, flatten,
+using net = model<input_tokens<3>, embedding<6, 4, tied<anon_table>>, position_wise<block>, flatten,
                   dense<4, tied<outer::inner::weight<float, 2>>>, batch_norm, residual<block>, block,
                   unembed<tied<anon_table>>>;
 using program_type = decltype(compile<net, batch<2>>(0));

@@ -225,6 +225,32 @@ TEST_F(checkpoint, a_nan_loss_leaves_the_last_checkpoint_intact) {
   EXPECT_EQ(after_epoch_1, copy_of(q));
 }
 
+// Rows encoded by two models that differ only in their activation: the
+// models holding them in a position_wise differ only inside it.
+struct rows_relu : model<input<4>, dense<4>, relu> {};
+struct rows_tanh : model<input<4>, dense<4>, kiln::tanh> {};
+
+TEST_F(checkpoint, the_layers_inside_position_wise_are_part_of_the_model) {
+  using with_relu = model<input<3, 4>, position_wise<rows_relu>, flatten, dense<2>>;
+  using with_tanh = model<input<3, 4>, position_wise<rows_tanh>, flatten, dense<2>>;
+  EXPECT_NE(with_relu::signature(), with_tanh::signature());
+  auto a = compile<with_relu, batch<2>>(1);
+  save_checkpoint(dir_ / "relu.kiln", a);
+  auto b = compile<with_tanh, batch<2>>(2);
+  const auto before = copy_of(b);
+  try {
+    load_checkpoint(dir_ / "relu.kiln", b);
+    ADD_FAILURE() << "a checkpoint of position_wise<rows_relu> loaded into position_wise<rows_tanh>";
+  } catch (const checkpoint_error& e) {
+    EXPECT_EQ(e.fault(), checkpoint_fault::other_model) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the file has \"layer 3 relu shape<4> -> shape<4>\" where this model has "
+                                         "\"layer 3 tanh shape<4> -> shape<4>\""),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(before, copy_of(b));
+}
+
 TEST_F(checkpoint, the_optimizer_must_match) {
   auto p = compile<mlp, batch<8>>(1);
   trainer t{p, sgd{.lr = 0.05f}};

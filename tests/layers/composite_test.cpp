@@ -310,6 +310,27 @@ TEST(named_sub_model, the_signature_names_it_model_on_every_compiler) {
             "state 1 shape<6> at 16 used by 9\n");
 }
 
+// Inside a position_wise too: its layers follow it, at the positions after
+// its own, and the values are used by them (two models that differ only in
+// there must not share a signature).
+TEST(named_sub_model, inside_position_wise_its_layers_are_in_the_signature) {
+  using net = model<input<2, 6>, position_wise<block>, flatten, dense<3>>;
+  EXPECT_EQ(net::signature(),
+            "input shape<2, 6>\n"
+            "layer 1 position_wise<model> shape<2, 6> -> shape<2, 6>\n"
+            "layer 2 dense<6> shape<6> -> shape<6>\n"
+            "layer 3 gelu shape<6> -> shape<6>\n"
+            "layer 4 flatten shape<2, 6> -> shape<12>\n"
+            "layer 5 dense<3> shape<12> -> shape<3>\n"
+            "param 0 shape<6, 6> at 0 used by 2\n"
+            "param 1 shape<6> at 48 used by 2\n"
+            "param 2 shape<3, 12> at 64 used by 5\n"
+            "param 3 shape<3> at 112 used by 5\n");
+  EXPECT_NE(net::summary().find("  2    dense<6>"), std::string::npos) << net::summary();
+  auto p = compile<net, batch<1>>(1);
+  EXPECT_EQ(p.layer_parameter<2>().size(), 36u);  // the dense inside
+}
+
 // ---- attention ------------------------------------------------------------------
 
 TEST(causal_self_attention, no_position_sees_a_later_one) {

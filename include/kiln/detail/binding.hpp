@@ -187,9 +187,21 @@ template <class Bound>
 using collect_state_t = typename collect_state<Bound>::type;
 
 /// True for a layer whose body is a chain of layers (residual, a model used
-/// as a layer, transformer_block).
+/// as a layer, transformer_block; position_wise of one of them).
 template <class L>
 concept contains_layers = requires { typename L::chain::layers; };
+
+/// A base for a layer that runs one bound layer L as its whole body
+/// (position_wise): L's chain when L contains layers (a model, a residual),
+/// so that the layers inside are listed after it, as residual's are (the
+/// model's signature and summary; the values are used by those layers);
+/// nothing otherwise.
+template <class L>
+struct contents_of {};
+template <contains_layers L>
+struct contents_of<L> {
+  using chain = typename L::chain;
+};
 
 /// Every bound layer, those inside others right after the layer that holds them.
 template <class L>

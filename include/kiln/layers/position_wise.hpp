@@ -41,11 +41,19 @@ struct position_wise {
   /// As kiln::model::signature names it (a model inside is "model").
   static std::string signature_name() { return detail::name_with<true, Layer>("position_wise"); }
 
+  /// Layer bound to one row of In.
+  template <Shape In, std::size_t Position, class Declared>
+  using bound_row_layer =
+      detail::bound_t<Layer, shape<In::size / (In::rank == 2 ? In::extent(0) : 1)>, Position, Declared>;
+
+  /// (contents_of: when Layer holds layers, a model say, the model's
+  /// signature lists them after this one.)
   template <Shape In, std::size_t Position, class Declared = void>
-  struct bind : bound_layer_base<position_wise, In, Position> {
+  struct bind : bound_layer_base<position_wise, In, Position>,
+                detail::contents_of<bound_row_layer<In, Position, Declared>> {
     static constexpr std::size_t rows = In::rank == 2 ? In::extent(0) : 1;
     using row_shape = shape<In::size / rows>;
-    using inner = detail::bound_t<Layer, row_shape, Position, Declared>;
+    using inner = bound_row_layer<In, Position, Declared>;
     static_assert(layer_traits<inner>::checked || true);  // (it reports, once)
     /// Every optional member: each passes its layer's on.
     using provides = kiln::provides<member::positions, member::state, member::saved, member::workspace,
