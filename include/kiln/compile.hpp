@@ -33,6 +33,7 @@ auto compile(std::uint64_t seed = 0) {
                   "kiln::compile<M, Options...>: M must be a kiln::model<input<...>, layers...>; the model comes "
                   "first, then the options: compile<Model, batch<B>>()");
   } else {
+    static_assert(((detail::option_accepted<Options>() || true) && ...));  // (each reports, once)
     using opts = detail::compile_options<Options...>;
     return program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss, typename opts::replication,
                    opts::bf16_gemm>(seed);
