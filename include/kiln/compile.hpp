@@ -52,6 +52,7 @@ constexpr bool model_comes_first() {
 /// The program compile<M, Options...> makes.
 template <class M, class... Options>
 struct compiled {
+  static_assert(((option_accepted<Options>() || true) && ...));  // (each option checks itself first, and reports once)
   using opts = compile_options<Options...>;
   using type = program<M, opts::batch_type::size, typename opts::scalar, typename opts::loss,
                        typename opts::replication, opts::bf16_gemm>;

@@ -20,9 +20,16 @@ inline constexpr bool input_rank_must_be_1_2_or_3 = sizeof...(Extents) >= 1 && s
 
 template <std::size_t... Extents>
 struct input {
-  static_assert(diagnostics::input_rank_must_be_1_2_or_3<Extents...>,
-                "kiln::input<D...>: an input sample has 1 to 3 extents, e.g. input<784> or input<28, 28>");
-  using shape_type = shape<Extents...>;
+  // Its check: one error, and the class stays whole (kiln::model runs it
+  // first, with its own; see bound_layer_base::accepted).
+  static constexpr bool accepted = [] {
+    static_assert(diagnostics::input_rank_must_be_1_2_or_3<Extents...>,
+                  "kiln::input<D...>: an input sample has 1 to 3 extents, e.g. input<784> or input<28, 28>");
+    return diagnostics::input_rank_must_be_1_2_or_3<Extents...>;
+  }();
+  /// shape<D...>, or a vector of as many values as a stand-in when rejected.
+  using shape_type = std::conditional_t<diagnostics::input_rank_must_be_1_2_or_3<Extents...>, shape<Extents...>,
+                                        shape<(std::size_t{1} * ... * Extents)>>;
 };
 
 namespace diagnostics {
@@ -37,9 +44,14 @@ inline constexpr bool input_tokens_length_must_be_at_least_1 = Length > 0;
 /// SHAPE CONTRACT: output shape<Length>; no parameters.
 template <std::size_t Length>
 struct input_tokens {
-  static_assert(diagnostics::input_tokens_length_must_be_at_least_1<Length>,
-                "kiln::input_tokens<Length>: a sample holds at least one token");
-  using shape_type = shape<Length>;
+  // Its check: one error, and the class stays whole (kiln::model runs it
+  // first, with its own; see bound_layer_base::accepted).
+  static constexpr bool accepted = [] {
+    static_assert(diagnostics::input_tokens_length_must_be_at_least_1<Length>,
+                  "kiln::input_tokens<Length>: a sample holds at least one token");
+    return diagnostics::input_tokens_length_must_be_at_least_1<Length>;
+  }();
+  using shape_type = shape<(Length > 0 ? Length : 1)>;  // (a stand-in of one token when rejected)
   static constexpr bool tokens = true;
 };
 

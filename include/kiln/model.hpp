@@ -139,10 +139,20 @@ struct input_shape_of<I> {
 
 template <class InputEntry, class... Layers>
 struct model<InputEntry, Layers...> {
-  static_assert(diagnostics::model_must_start_with_kiln_input<InputEntry>,
-                "kiln::model: the first entry must be kiln::input<...>, the shape of one sample");
-  static_assert(diagnostics::model_needs_at_least_one_layer_after_its_input<InputEntry, sizeof...(Layers)>,
-                "kiln::model: a model needs at least one layer after its input<...>");
+  // Its checks: one error, and the class stays whole (see bound_layer_base::accepted).
+  static constexpr bool entries_accepted = [] {
+    if constexpr (!diagnostics::model_must_start_with_kiln_input<InputEntry>) {
+      static_assert(diagnostics::model_must_start_with_kiln_input<InputEntry>,
+                    "kiln::model: the first entry must be kiln::input<...>, the shape of one sample");
+      return false;
+    } else {
+      static_assert(diagnostics::model_needs_at_least_one_layer_after_its_input<InputEntry, sizeof...(Layers)>,
+                    "kiln::model: a model needs at least one layer after its input<...>");
+      return InputEntry::accepted &&  // (runs the input's own check)
+             diagnostics::model_needs_at_least_one_layer_after_its_input<InputEntry, sizeof...(Layers)>;
+    }
+  }();
+  static_assert(entries_accepted || true);  // (it reports, once)
 
   using kiln_model = void;
   using input_type = InputEntry;
@@ -166,8 +176,8 @@ struct model<InputEntry, Layers...> {
 
   using output_shape_type = typename bound_chain::output_shape;
   static constexpr output_shape_type output_shape{};
-  /// False when a layer rejected its input or arguments (that error is out).
-  static constexpr bool accepted = detail::all_accepted<layer_types>::value;
+  /// False when the entries or a layer were rejected (that error is out).
+  static constexpr bool accepted = entries_accepted && detail::all_accepted<layer_types>::value;
 
   /// Every parameter of every layer (a tied weight once per use), with its initialiser resolved.
   using parameter_uses = detail::collect_parameters_t<layer_types, detail::type_list<detail::as_layer_t<Layers>...>>;
@@ -298,9 +308,14 @@ struct model<InputEntry, Layers...> {
 /// and a stand-in model after it (so no cascade).
 template <class... Entries>
 struct model : model<input<1>, flatten> {
-  static_assert(diagnostics::model_lists_its_input_then_at_least_one_layer<Entries...>,
-                "kiln::model<>: a model lists its input<...> first, then at least one layer, e.g. "
-                "model<input<784>, dense<10>>");
+  // Its check: one error, and the class stays whole (see bound_layer_base::accepted).
+  static constexpr bool accepted = [] {
+    static_assert(diagnostics::model_lists_its_input_then_at_least_one_layer<Entries...>,
+                  "kiln::model<>: a model lists its input<...> first, then at least one layer, e.g. "
+                  "model<input<784>, dense<10>>");
+    return diagnostics::model_lists_its_input_then_at_least_one_layer<Entries...>;
+  }();
+  static_assert(accepted || true);  // (it reports, once)
 };
 
 /// `Model<M>`: M is a kiln::model (or a struct derived from one).

@@ -53,10 +53,17 @@ struct batch {
 /// products where the target has them); see docs/precision.md.
 template <class Scalar>
 struct precision {
-  static_assert(diagnostics::precision_must_be_float_double_or_bf16<Scalar>,
-                "kiln::precision<T>: T must be float, double or kiln::bf16");
-  /// The scalar of the program's buffers (f32 for bf16: the master weights).
-  using type = std::conditional_t<std::is_same_v<Scalar, kiln::bf16>, float, Scalar>;
+  // Its check: one error, and the class stays whole (compile runs it first,
+  // see detail::option_accepted).
+  static constexpr bool accepted = [] {
+    static_assert(diagnostics::precision_must_be_float_double_or_bf16<Scalar>,
+                  "kiln::precision<T>: T must be float, double or kiln::bf16");
+    return diagnostics::precision_must_be_float_double_or_bf16<Scalar>;
+  }();
+  /// The scalar of the program's buffers (f32 for bf16: the master weights;
+  /// f32 as a stand-in for a rejected T, so that error comes alone).
+  using type = std::conditional_t<
+      std::is_same_v<Scalar, kiln::bf16> || !diagnostics::precision_must_be_float_double_or_bf16<Scalar>, float, Scalar>;
   static constexpr bool bf16_gemm = std::is_same_v<Scalar, kiln::bf16>;
 };
 
@@ -75,6 +82,19 @@ template <class T>
 struct is_precision : std::false_type {};
 template <class S>
 struct is_precision<precision<S>> : std::true_type {};
+
+/// Runs an option's own checks (precision<T>, replicate<N>: `accepted`,
+/// a lambda holding its static_asserts). compile calls it first, so a
+/// failed check is reported with little context above it, and once: the
+/// option then gives a stand-in (float, one replica) and nothing else fails.
+template <class O>
+constexpr bool option_accepted() {
+  if constexpr (requires { O::accepted; }) {
+    return O::accepted;
+  } else {
+    return true;
+  }
+}
 
 template <class... Options>
 struct compile_options {

@@ -46,15 +46,22 @@ inline constexpr bool replicate_core_numbers_must_be_at_least_0 = ((Cores >= 0) 
 /// 0…N−1, or to the named Cores (`replicate<1, 5>`: one replica on core 5).
 template <long long N, long long... Cores>
 struct replicate {
-  static_assert(diagnostics::replicate_needs_at_least_one_replica<N>,
-                "kiln::replicate<N>: N is the number of replicas and must be at least 1");
-  static_assert(N <= 0 || diagnostics::replicate_names_no_core_or_one_per_replica<N, Cores...>,
-                "kiln::replicate<N, Cores...>: name no core (replica r runs on core r) or exactly one core per "
-                "replica");
-  static_assert(diagnostics::replicate_core_numbers_must_be_at_least_0<Cores...>,
-                "kiln::replicate<N, Cores...>: a core number is at least 0");
-  /// N, or 1 as a stand-in when N < 1 (so that error comes alone).
-  static constexpr std::size_t replicas = N > 0 ? static_cast<std::size_t>(N) : 1;
+  // Its checks: one error each, and the class stays whole (compile runs
+  // them first, see detail::option_accepted in kiln/options.hpp).
+  static constexpr bool accepted = [] {
+    static_assert(diagnostics::replicate_needs_at_least_one_replica<N>,
+                  "kiln::replicate<N>: N is the number of replicas and must be at least 1");
+    static_assert(N <= 0 || diagnostics::replicate_names_no_core_or_one_per_replica<N, Cores...>,
+                  "kiln::replicate<N, Cores...>: name no core (replica r runs on core r) or exactly one core per "
+                  "replica");
+    static_assert(diagnostics::replicate_core_numbers_must_be_at_least_0<Cores...>,
+                  "kiln::replicate<N, Cores...>: a core number is at least 0");
+    return diagnostics::replicate_needs_at_least_one_replica<N> &&
+           diagnostics::replicate_names_no_core_or_one_per_replica<N, Cores...> &&
+           diagnostics::replicate_core_numbers_must_be_at_least_0<Cores...>;
+  }();
+  /// N, or 1 as a stand-in when rejected (so that error comes alone).
+  static constexpr std::size_t replicas = accepted ? static_cast<std::size_t>(N) : 1;
   static constexpr std::array<std::size_t, sizeof...(Cores)> cores{static_cast<std::size_t>(Cores)...};
   static constexpr bool threaded = true;
 };

@@ -1,6 +1,7 @@
 // `same` padding cannot keep the size with an even kernel.
 // expect: kiln::conv2d: `same` padding needs an odd Kernel and Stride 1
-// expect: conv2d_same_padding_needs_an_odd_kernel_and_stride_1<4, 1>
+// expect: conv2d_same_padding_needs_an_odd_kernel_and_stride_1<kiln::layer_at<1, kiln::conv2d<2, 4, 1, -1> ?>, 4, 1>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

@@ -1,6 +1,7 @@
 // A dense layer of zero units is rejected.
 // expect: kiln::dense<Units>: Units must be at least 1
-// expect: dense_units_must_be_at_least_1<0>
+// expect: dense_units_must_be_at_least_1<kiln::layer_at<1, kiln::dense<0> ?>, 0>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

@@ -7,7 +7,10 @@
 #ifdef KILN_SHOULD_FAIL
 using net = kiln::model<kiln::input<784>>;
 #else
-using net = kiln::model<kiln::input<784>, kiln::relu>;
+using net = kiln::model<kiln::input<784>, kiln::dense<2>>;
 #endif
 
-int main() { return static_cast<int>(net::layer_count) - 1; }
+int main() {
+  auto program = kiln::compile<net, kiln::batch<2>>();
+  return static_cast<int>(program.batch_size) - 2;
+}

@@ -1,6 +1,7 @@
 // An input of rank 4 is rejected.
 // expect: kiln::input<D...>: an input sample has 1 to 3 extents
 // expect: input_rank_must_be_1_2_or_3<2, 3, 4, 5>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

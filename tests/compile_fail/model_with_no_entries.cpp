@@ -1,6 +1,7 @@
 // model<> (no input, no layer): one error, not a wrong count of template arguments.
 // expect: kiln::model<>: a model lists its input<...> first, then at least one layer
 // expect: model_lists_its_input_then_at_least_one_layer<>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 #ifdef KILN_SHOULD_FAIL

@@ -1,6 +1,7 @@
 // replicate<-1>: kiln's own error, not the compiler's narrowing conversion.
 // expect: kiln::replicate<N>: N is the number of replicas and must be at least 1
 // expect: replicate_needs_at_least_one_replica<-1>
+// expect-errors: 1
 #include <kiln/kiln.hpp>
 
 using net = kiln::model<kiln::input<4>, kiln::dense<2>>;

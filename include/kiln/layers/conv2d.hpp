@@ -65,21 +65,20 @@ inline constexpr bool conv2d_kernel_must_fit_the_padded_input = [] {
 }();
 template <class LayerAt, std::size_t Filters, std::size_t Kernel, std::size_t Stride>
 inline constexpr bool conv2d_filters_kernel_and_stride_must_be_at_least_1 = Filters > 0 && Kernel > 0 && Stride > 0;
-template <std::size_t Kernel, std::size_t Stride>
+template <class LayerAt, std::size_t Kernel, std::size_t Stride>
 inline constexpr bool conv2d_same_padding_needs_an_odd_kernel_and_stride_1 = Kernel % 2 == 1 && Stride == 1;
+template <class LayerAt, int Padding>
+inline constexpr bool conv2d_padding_must_be_at_least_0_or_same = Padding >= same;
 }  // namespace diagnostics
 
 template <std::size_t Filters, std::size_t Kernel, std::size_t Stride = 1, int Padding = 0>
 struct conv2d {
-  static_assert(Padding != same || diagnostics::conv2d_same_padding_needs_an_odd_kernel_and_stride_1<Kernel, Stride>,
-                "kiln::conv2d: `same` padding needs an odd Kernel and Stride 1");
-  static_assert(Padding >= same, "kiln::conv2d: Padding is a count of pixels (>= 0) or kiln::same");
-
   using kiln_layer = void;
   /// Filters, Kernel and Stride, or 1 as a stand-in for 0 (so that error comes alone).
   static constexpr std::size_t filters = Filters > 0 ? Filters : 1, kernel = Kernel > 0 ? Kernel : 1,
                                stride = Stride > 0 ? Stride : 1;
-  static constexpr std::size_t pad = Padding == same ? (kernel - 1) / 2 : static_cast<std::size_t>(Padding);
+  /// (0 as a stand-in for a negative Padding other than `same`.)
+  static constexpr std::size_t pad = Padding == same ? (kernel - 1) / 2 : Padding > 0 ? std::size_t(Padding) : 0;
 
   static std::string name() {
     return Padding == same ? fmt::format("conv2d<{}, {}, {}, same>", Filters, Kernel, Stride)
@@ -90,12 +89,17 @@ struct conv2d {
   struct bind : bound_layer_base<conv2d, In, Position> {
     using provides = kiln::provides<member::overwrites_gradients, member::bf16_activations, member::workspace,
                                     member::reserve>;
-    // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
-    // (False also for a wrong Padding.)
+    // Its checks (of its arguments too): one error each, and the class stays
+    // whole (see bound_layer_base::accepted).
     static constexpr bool accepted = [] {
       static_assert(diagnostics::conv2d_filters_kernel_and_stride_must_be_at_least_1<layer_at<Position, conv2d>,
                                                                                      Filters, Kernel, Stride>,
                     "kiln::conv2d<Filters, Kernel, Stride, Padding>: Filters, Kernel and Stride must be at least 1");
+      static_assert(Padding != same || diagnostics::conv2d_same_padding_needs_an_odd_kernel_and_stride_1<
+                                           layer_at<Position, conv2d>, Kernel, Stride>,
+                    "kiln::conv2d: `same` padding needs an odd Kernel and Stride 1");
+      static_assert(diagnostics::conv2d_padding_must_be_at_least_0_or_same<layer_at<Position, conv2d>, Padding>,
+                    "kiln::conv2d: Padding is a count of pixels (>= 0) or kiln::same");
       static_assert(diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In>,
                     "kiln::conv2d: the input must be channels × height × width (rank 3); a one-channel image is "
                     "input<1, H, W>");
@@ -105,8 +109,10 @@ struct conv2d {
                                                                               Kernel, Stride> &&
              diagnostics::conv2d_input_must_be_channels_height_width<layer_at<Position, conv2d>, In> &&
              diagnostics::conv2d_kernel_must_fit_the_padded_input<layer_at<Position, conv2d>, In, kernel, pad> &&
-             (Padding != same || diagnostics::conv2d_same_padding_needs_an_odd_kernel_and_stride_1<Kernel, Stride>) &&
-             Padding >= same;
+             (Padding != same ||
+              diagnostics::conv2d_same_padding_needs_an_odd_kernel_and_stride_1<layer_at<Position, conv2d>, Kernel,
+                                                                                 Stride>) &&
+             diagnostics::conv2d_padding_must_be_at_least_0_or_same<layer_at<Position, conv2d>, Padding>;
     }();
     static_assert(accepted || true);  // (it reports, once)
 

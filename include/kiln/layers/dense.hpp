@@ -42,7 +42,7 @@ struct no_bias {};
 namespace diagnostics {
 template <class LayerAt, class InputShape>
 inline constexpr bool dense_input_must_be_a_vector_use_flatten_first = InputShape::rank == 1;
-template <std::size_t Units>
+template <class LayerAt, std::size_t Units>
 inline constexpr bool dense_units_must_be_at_least_1 = Units > 0;
 template <class Option>
 inline constexpr bool dense_option_must_be_no_bias_or_a_tie = std::is_same_v<Option, no_bias> || is_tie<Option>::value;
@@ -50,13 +50,6 @@ inline constexpr bool dense_option_must_be_no_bias_or_a_tie = std::is_same_v<Opt
 
 template <std::size_t Units, class... Options>
 struct dense {
-  static_assert(diagnostics::dense_units_must_be_at_least_1<Units>, "kiln::dense<Units>: Units must be at least 1");
-  static_assert((diagnostics::dense_option_must_be_no_bias_or_a_tie<Options> && ...),
-                "kiln::dense<Units, Options...>: the options are kiln::no_bias, kiln::tied<Tag> and "
-                "kiln::tied_transposed<Tag>");
-  static_assert(diagnostics::a_layer_takes_at_most_one_tie<Options...>,
-                "kiln::dense<Units, Options...>: a layer has one weight, so at most one tie");
-
   using kiln_layer = void;
   /// Units, or 1 as a stand-in when Units is 0 (so that error comes alone).
   static constexpr std::size_t units = Units > 0 ? Units : 1;
@@ -72,12 +65,23 @@ struct dense {
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<dense, In, Position> {
     using provides = kiln::provides<member::overwrites_gradients, member::bf16_activations, member::reserve>;
-    // Its check: one error, and the class stays whole (see bound_layer_base::accepted).
-    // (False also when Units is 0.)
+    // Its checks (of its arguments too): one error each, and the class stays
+    // whole (see bound_layer_base::accepted).
     static constexpr bool accepted = [] {
-      static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In>,
+      using at = layer_at<Position, dense>;
+      static_assert(diagnostics::dense_units_must_be_at_least_1<at, Units>,
+                    "kiln::dense<Units>: Units must be at least 1");
+      static_assert((diagnostics::dense_option_must_be_no_bias_or_a_tie<Options> && ...),
+                    "kiln::dense<Units, Options...>: the options are kiln::no_bias, kiln::tied<Tag> and "
+                    "kiln::tied_transposed<Tag>");
+      static_assert(diagnostics::a_layer_takes_at_most_one_tie<Options...>,
+                    "kiln::dense<Units, Options...>: a layer has one weight, so at most one tie");
+      static_assert(diagnostics::dense_input_must_be_a_vector_use_flatten_first<at, In>,
                     "kiln::dense: the input must be a vector (rank 1); put kiln::flatten before this layer");
-      return diagnostics::dense_input_must_be_a_vector_use_flatten_first<layer_at<Position, dense>, In> && Units > 0;
+      return diagnostics::dense_units_must_be_at_least_1<at, Units> &&
+             (diagnostics::dense_option_must_be_no_bias_or_a_tie<Options> && ...) &&
+             diagnostics::a_layer_takes_at_most_one_tie<Options...> &&
+             diagnostics::dense_input_must_be_a_vector_use_flatten_first<at, In>;
     }();
     static_assert(accepted || true);  // (it reports, once)
 

@@ -32,7 +32,7 @@
 namespace kiln {
 
 namespace diagnostics {
-template <std::intmax_t Drop, std::intmax_t OutOf>
+template <class LayerAt, std::intmax_t Drop, std::intmax_t OutOf>
 inline constexpr bool dropout_rate_must_be_at_least_0_and_below_1 = Drop >= 0 && OutOf > 0 && Drop < OutOf;
 }  // namespace diagnostics
 
@@ -52,17 +52,21 @@ constexpr bool dropout_keeps(std::uint64_t key, std::uint64_t index, double rate
 
 template <std::intmax_t Drop, std::intmax_t OutOf>
 struct dropout {
-  static_assert(diagnostics::dropout_rate_must_be_at_least_0_and_below_1<Drop, OutOf>,
-                "kiln::dropout<Drop, OutOf>: drops Drop values in OutOf (the rate Drop/OutOf), so 0 <= Drop < OutOf; "
-                "e.g. dropout<1, 4> drops a quarter");
   using kiln_layer = void;
   /// The probability of dropping a value (a stand-in of 0 when invalid, so that error comes alone).
-  static constexpr double rate =
-      diagnostics::dropout_rate_must_be_at_least_0_and_below_1<Drop, OutOf> ? double(Drop) / double(OutOf) : 0.0;
+  static constexpr double rate = Drop >= 0 && OutOf > 0 && Drop < OutOf ? double(Drop) / double(OutOf) : 0.0;
   static std::string name() { return fmt::format("dropout<{}, {}>", Drop, OutOf); }
 
   template <Shape In, std::size_t Position, class Declared = void>
   struct bind : bound_layer_base<dropout, In, Position> {
+    // Its check: one error, and the class stays whole (see bound_layer_base::accepted).
+    static constexpr bool accepted = [] {
+      static_assert(diagnostics::dropout_rate_must_be_at_least_0_and_below_1<layer_at<Position, dropout>, Drop, OutOf>,
+                    "kiln::dropout<Drop, OutOf>: drops Drop values in OutOf (the rate Drop/OutOf), so 0 <= Drop < "
+                    "OutOf; e.g. dropout<1, 4> drops a quarter");
+      return diagnostics::dropout_rate_must_be_at_least_0_and_below_1<layer_at<Position, dropout>, Drop, OutOf>;
+    }();
+    static_assert(accepted || true);  // (it reports, once)
     using provides = kiln::provides<member::bf16_activations>;
     using output_shape = In;
     using parameters = param_list<>;
