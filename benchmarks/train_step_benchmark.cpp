@@ -1,7 +1,8 @@
 // Training-step and inference throughput of the Fashion-MNIST MLP
 // (784-256-128-10, batch 64, SGD with momentum) and the training step of the
 // CNN of BENCHMARKING.md, in samples/s and GFLOP/s, in f32 and with
-// precision<bf16>.
+// precision<bf16>; the latency of predicting 1, 8 or 64 samples with a
+// program over the trained program's parameter store.
 // Run: build/benchmarks/kiln_benchmarks
 #include <kiln/kiln.hpp>
 
@@ -67,6 +68,30 @@ using cnn = model<input<1, 28, 28>, conv2d<16, 5, 1, same>, relu, max_pool<2>, c
                   max_pool<2>, flatten, dense<10>>;
 constexpr double cnn_forward_flops = 2.0 * (28 * 28 * 16 * 25 + 14 * 14 * 32 * 16 * 25 + 32 * 7 * 7 * 10);
 constexpr double cnn_train_flops = 2 * cnn_forward_flops + (cnn_forward_flops - 2.0 * 28 * 28 * 16 * 25);
+
+/// Prediction latency: one forward of a program of batch Bp over a training
+/// program's parameter store (eval mode; nothing copied): the time per call
+/// is the latency of predicting Bp samples (docs/performance.md).
+template <class Model, std::size_t Bp>
+void predict(benchmark::State& state) {
+  auto train = compile<Model, batch<B>>(1);
+  auto p = compile<Model, batch<Bp>>(train.store());
+  p.set_training(false);
+  rng g(2);
+  for (auto& x : p.input()) x = static_cast<float>(g.uniform());
+  for (auto _ : state) {
+    p.forward();
+    benchmark::DoNotOptimize(p.output().data());
+  }
+  state.counters["samples/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * Bp), benchmark::Counter::kIsRate);
+}
+BENCHMARK(predict<mlp, 1>)->MinWarmUpTime(0.2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(predict<mlp, 8>)->MinWarmUpTime(0.2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(predict<mlp, 64>)->MinWarmUpTime(0.2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(predict<cnn, 1>)->MinWarmUpTime(0.2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(predict<cnn, 8>)->MinWarmUpTime(0.2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(predict<cnn, 64>)->MinWarmUpTime(0.2)->Unit(benchmark::kMicrosecond);
 
 void cnn_train_step(benchmark::State& state) { train_steps<cnn>(state, cnn_train_flops); }
 BENCHMARK(cnn_train_step)->MinWarmUpTime(0.2)->Unit(benchmark::kMillisecond);
