@@ -16,6 +16,7 @@
 #include <kiln/detail/binding.hpp>
 #include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_access.hpp>
+#include <kiln/detail/layer_context.hpp>
 #include <kiln/detail/parameter_layout.hpp>
 #include <kiln/detail/sequence.hpp>
 #include <kiln/detail/type_list.hpp>
@@ -63,29 +64,68 @@ struct sub_chain {
     for_each_type(layers{}, [&](auto* l) { reserve_for<std::remove_pointer_t<decltype(l)>, B, T>(g); });
   }
 
+  /// The contents run on the chain's context with its parameter and state
+  /// offsets taken off (a frame whose type does not grow with the chain);
+  /// each content's passes are compiled for its own offsets, found by index:
+  /// the container's layout lists the chain's parameter uses in order (the
+  /// contents' `parameters`, one after another), and so does its state's.
+  /// No function's name spells out the chain, and no tag is looked up in
+  /// it: the compiler's work per contained layer does not grow with the
+  /// chain's length.
   template <class Ctx>
-  using engine = sequence_engine<plan<Ctx::batch, typename Ctx::activation>, Ctx>;
-  /// The contents' passes, compiled for the container's context.
+  using frame_of = decltype(std::declval<const Ctx&>().template with_layouts<parameter_layout<>, parameter_layout<>>());
+  template <class Ctx>
+  static frame_of<Ctx> frame(const Ctx& c) {
+    return c.template with_layouts<parameter_layout<>, parameter_layout<>>();
+  }
+  template <class Ctx>
+  using engine = sequence_engine<plan<Ctx::batch, typename Ctx::activation>, frame_of<Ctx>>;
+  template <class List, std::size_t Begin, class Offsets, class Seq = std::make_index_sequence<List::size>>
+  struct by_index;
+  template <class... P, std::size_t Begin, class Offsets, std::size_t... J>
+  struct by_index<type_list<P...>, Begin, Offsets, std::index_sequence<J...>> {
+    using type = local_offsets<tag_at<typename P::tag, Offsets::offsets[Begin + J]>...>;
+  };
+  template <std::size_t... N>
+  static constexpr std::array<std::size_t, sizeof...(N) + 1> begins() {
+    constexpr std::array<std::size_t, sizeof...(N)> n{N...};
+    std::array<std::size_t, sizeof...(N) + 1> b{};
+    for (std::size_t k = 0; k < sizeof...(N); ++k) b[k + 1] = b[k] + n[k];
+    return b;
+  }
+  /// The contents' passes, as table entries of the chain's frame.
   template <class Ctx>
   struct passes {
+    using F = frame_of<Ctx>;
     using E = engine<Ctx>;
-    static constexpr std::array<typename E::forward_fn, count> forward = []<class... L>(type_list<L...>) {
-      return std::array<typename E::forward_fn, count>{&stored_pass<L>::template forward<Ctx>...};
+    static constexpr auto params_begin = []<class... L>(type_list<L...>) {
+      return begins<L::parameters::size...>();
     }(layers{});
-    static constexpr std::array<typename E::backward_fn, count> backward = []<class... L>(type_list<L...>) {
-      return std::array<typename E::backward_fn, count>{&stored_pass<L>::template backward<Ctx>...};
+    static constexpr auto state_begin = []<class... L>(type_list<L...>) {
+      return begins<state_of_t<L>::size...>();
     }(layers{});
+    template <class L, std::size_t K>
+    using pass = layer_pass<L, typename by_index<typename L::parameters, params_begin[K], typename Ctx::layout>::type,
+                            typename by_index<state_of_t<L>, state_begin[K], typename Ctx::state_layout>::type>;
+    static constexpr std::array<typename E::forward_fn, count> forward =
+        []<class... L, std::size_t... K>(type_list<L...>, std::index_sequence<K...>) {
+          return std::array<typename E::forward_fn, count>{&pass<L, K>::template forward<F>...};
+        }(layers{}, std::make_index_sequence<count>{});
+    static constexpr std::array<typename E::backward_fn, count> backward =
+        []<class... L, std::size_t... K>(type_list<L...>, std::index_sequence<K...>) {
+          return std::array<typename E::backward_fn, count>{&pass<L, K>::template backward<F>...};
+        }(layers{}, std::make_index_sequence<count>{});
   };
 
   /// The chain's output (inside the caller's saved elements).
   template <class Ctx>
   static const typename Ctx::activation* output(const Ctx& c) {
-    return engine<Ctx>::output(c);
+    return engine<Ctx>::output(frame(c));
   }
   /// Runs the contents on c.x; c.saved and c.scratch are the chain's.
   template <class Ctx>
   static void forward(const Ctx& c) {
-    engine<Ctx>::forward(c, passes<Ctx>::forward);
+    engine<Ctx>::forward(frame(c), passes<Ctx>::forward);
   }
 
   /// The first contained layer that computes (count when none does).
@@ -103,7 +143,7 @@ struct sub_chain {
   /// chain's output), and the input gradient into c.dx unless it is null.
   template <class Ctx>
   static void backward(const Ctx& c) {
-    engine<Ctx>::backward(c, passes<Ctx>::backward);
+    engine<Ctx>::backward(frame(c), passes<Ctx>::backward);
   }
 };
 

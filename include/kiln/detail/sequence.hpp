@@ -199,18 +199,4 @@ struct sequence_engine {
   }
 };
 
-/// A contained layer's passes as table entries of its container's context.
-template <class L>
-struct stored_pass {
-  template <class Ctx>
-  static void forward(const Ctx& c, typename Ctx::scalar* room, typename Ctx::scalar* wide,
-                      const typename Ctx::scalar* f32_input) {
-    if constexpr (!L::is_view) forward_stored<L>(c, room, wide, f32_input);
-  }
-  template <class Ctx>
-  static void backward(const Ctx& c, typename Ctx::scalar* room, const typename Ctx::scalar* f32_input) {
-    if constexpr (!L::is_view) backward_stored<L>(c, room, f32_input);
-  }
-};
-
 }  // namespace kiln::detail
