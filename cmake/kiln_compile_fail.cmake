@@ -39,7 +39,9 @@ string(REPLACE ";" "," _ko_lines "${ko_err}")  # (the error lines become a CMake
 string(REGEX MATCHALL "[^\n]*: (fatal )?error: [^\n]*" _errors "${_ko_lines}")
 list(LENGTH _errors _error_count)
 list(GET _errors 0 _first_error)
-if(NOT _first_error MATCHES "error: (static assertion failed: kiln|static_assert failed.* \"kiln)")
+# (g++ and clang 16: `static assertion failed[ due to requirement '...']: kiln...`;
+# clang 14: `static_assert failed due to requirement '...' "kiln..."`)
+if(NOT _first_error MATCHES "error: (static assertion failed( due to requirement '.*')?: kiln|static_assert failed.* \"kiln)")
   message(FATAL_ERROR "the first error for ${SOURCE} is not kiln's:\n${ko_err}")
 endif()
 file(STRINGS ${SOURCE} _expect_count REGEX "^// expect-errors: [0-9]+$")

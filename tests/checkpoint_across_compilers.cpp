@@ -3,8 +3,8 @@
 // differently (an anonymous namespace, a class template in a nested
 // namespace, kiln's automatic tags), the sub-model also inside a
 // position_wise; `load FILE` loads one and checks every stored value.
-// scripts/test saves with the g++ build and loads with the clang++-14 build,
-// and the reverse; CTest runs both halves in one build.
+// scripts/test saves with the g++ build and loads with the clang++-14 and
+// clang++-16 builds, and the reverse; CTest runs both halves in one build.
 //
 //   kiln_checkpoint_across_compilers save FILE | load FILE | signature
 #include <kiln/kiln.hpp>

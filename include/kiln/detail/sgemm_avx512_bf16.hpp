@@ -174,7 +174,15 @@ template <int V>
     for (int j = 0; j < NR; ++j) {
       std::int32_t pair;
       std::memcpy(&pair, b + 2 * j, sizeof pair);
-      const __m512bh bj = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+      __m512i pairs16 = _mm512_set1_epi32(pair);
+#if defined(__clang__) && (__clang_major__ == 16 || __clang_major__ == 17)
+      // Clang 16's VectorCombine recurses until the compiler's stack
+      // overflows (a segfault) on a bitcast of a broadcast to bf16 lanes
+      // (LLVM issue 68117); an empty asm hides the broadcast from it. The
+      // code generated is the same as clang-14's (vbroadcastss, vdpbf16ps).
+      asm("" : "+v"(pairs16));
+#endif
+      const __m512bh bj = reinterpret_cast<__m512bh>(pairs16);
       for (int v = 0; v < V; ++v) acc[v][j] = _mm512_dpbf16_ps(acc[v][j], av[v], bj);
     }
     a += 2 * MR;
