@@ -94,13 +94,26 @@ constexpr std::pair<std::size_t, std::size_t> share_of(std::size_t r, std::size_
 
 /// out[i] = Σ_q weight[q] · grad(q)[i] for i in [begin, end), q in replica
 /// order (out is grad(0)); weight[q] is replica q's share of the valid samples.
+/// Equal shares (every training step): the sum, then one scaling by 1/N, as
+/// the rank reduction does it (detail/rank_reduction.hpp), so N replicas and
+/// N ranks of one give the same bits even where a gradient is subnormal
+/// (where halving each term first would round differently).
 template <std::size_t N, class T, class Gradients>
 void reduce_share(std::pair<std::size_t, std::size_t> share, std::size_t valid, std::size_t b,
                   Gradients&& grad) noexcept {
+  T* out = grad(0);
+  if (valid == N * b) {
+    const T scale = T(1) / static_cast<T>(N);
+    for (std::size_t i = share.first; i < share.second; ++i) {
+      T sum = out[i];
+      for (std::size_t q = 1; q < N; ++q) sum += grad(q)[i];
+      out[i] = sum * scale;
+    }
+    return;
+  }
   T weight[N];
   for (std::size_t q = 0; q < N; ++q)
     weight[q] = valid ? static_cast<T>(samples_of(q, valid, b)) / static_cast<T>(valid) : T(0);
-  T* out = grad(0);
   for (std::size_t i = share.first; i < share.second; ++i) {
     T sum = weight[0] * out[i];
     for (std::size_t q = 1; q < N; ++q) sum += weight[q] * grad(q)[i];
