@@ -80,33 +80,21 @@ struct sub_chain {
   }
   template <class Ctx>
   using engine = sequence_engine<plan<Ctx::batch, typename Ctx::activation>, frame_of<Ctx>>;
-  template <class List, std::size_t Begin, class Offsets, class Seq = std::make_index_sequence<List::size>>
-  struct by_index;
-  template <class... P, std::size_t Begin, class Offsets, std::size_t... J>
-  struct by_index<type_list<P...>, Begin, Offsets, std::index_sequence<J...>> {
-    using type = local_offsets<tag_at<typename P::tag, Offsets::offsets[Begin + J]>...>;
-  };
-  template <std::size_t... N>
-  static constexpr std::array<std::size_t, sizeof...(N) + 1> begins() {
-    constexpr std::array<std::size_t, sizeof...(N)> n{N...};
-    std::array<std::size_t, sizeof...(N) + 1> b{};
-    for (std::size_t k = 0; k < sizeof...(N); ++k) b[k + 1] = b[k] + n[k];
-    return b;
-  }
   /// The contents' passes, as table entries of the chain's frame.
   template <class Ctx>
   struct passes {
     using F = frame_of<Ctx>;
     using E = engine<Ctx>;
     static constexpr auto params_begin = []<class... L>(type_list<L...>) {
-      return begins<L::parameters::size...>();
+      return group_begins<sizeof...(L)>({L::parameters::size...});
     }(layers{});
     static constexpr auto state_begin = []<class... L>(type_list<L...>) {
-      return begins<state_of_t<L>::size...>();
+      return group_begins<sizeof...(L)>({state_of_t<L>::size...});
     }(layers{});
     template <class L, std::size_t K>
-    using pass = layer_pass<L, typename by_index<typename L::parameters, params_begin[K], typename Ctx::layout>::type,
-                            typename by_index<state_of_t<L>, state_begin[K], typename Ctx::state_layout>::type>;
+    using pass =
+        layer_pass<L, typename local_by_index<typename L::parameters, params_begin[K], typename Ctx::layout>::type,
+                   typename local_by_index<state_of_t<L>, state_begin[K], typename Ctx::state_layout>::type>;
     static constexpr std::array<typename E::forward_fn, count> forward =
         []<class... L, std::size_t... K>(type_list<L...>, std::index_sequence<K...>) {
           return std::array<typename E::forward_fn, count>{&pass<L, K>::template forward<F>...};

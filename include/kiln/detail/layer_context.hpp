@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include <kiln/bf16.hpp>
 
@@ -43,6 +44,25 @@ struct local_offsets<tag_at<Tags, Offsets>...> {
   /// (0 for a tag not listed: layer_context reports that, once)
   template <class Tag>
   static constexpr std::size_t offset = offsets[index<Tag>];
+};
+
+/// Where each of N groups starts when group k holds counts[k] entries, one
+/// after another (and, last, the total).
+template <std::size_t N>
+constexpr std::array<std::size_t, N + 1> group_begins(const std::array<std::size_t, N>& counts) {
+  std::array<std::size_t, N + 1> b{};
+  for (std::size_t k = 0; k < N; ++k) b[k + 1] = b[k] + counts[k];
+  return b;
+}
+/// The local offsets of the tags of List (a type_list of parameters), found
+/// by index: entry Begin + j of Offsets::offsets belongs to List's j-th
+/// parameter. No tag is looked up, so no entity is named after Offsets per
+/// tag (which would cost the compiler time quadratic in the model).
+template <class List, std::size_t Begin, class Offsets, class Seq = std::make_index_sequence<List::size>>
+struct local_by_index;
+template <class... P, std::size_t Begin, class Offsets, std::size_t... J>
+struct local_by_index<type_list<P...>, Begin, Offsets, std::index_sequence<J...>> {
+  using type = local_offsets<tag_at<typename P::tag, Offsets::offsets[Begin + J]>...>;
 };
 
 /// The offsets in Layout of the tags of List (a type_list of parameters).

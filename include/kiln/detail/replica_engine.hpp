@@ -147,35 +147,23 @@ class replica_engine {
   /// tag in the model's layout would instantiate, per tag, an entity named
   /// after the whole layout (quadratic work for the compiler).
   struct offsets {
-    template <class... L>
-    static constexpr std::array<std::size_t, sizeof...(L) + 1> begins(std::array<std::size_t, sizeof...(L)> n) {
-      std::array<std::size_t, sizeof...(L) + 1> b{};
-      for (std::size_t k = 0; k < sizeof...(L); ++k) b[k + 1] = b[k] + n[k];
-      return b;
-    }
     struct params {
-      static constexpr auto at = [] {
+      static constexpr auto offsets = [] {
         using uses = typename Model::unique;
         std::array<std::size_t, uses::total> o{};
         for (std::size_t u = 0; u < uses::total; ++u) o[u] = layout::offsets[uses::slot[u]];
         return o;
       }();
       static constexpr auto begin = []<class... L>(type_list<L...>) {
-        return begins<L...>({L::parameters::size...});
+        return group_begins<sizeof...(L)>({L::parameters::size...});
       }(typename Model::layer_types{});
     };
     struct state {  // (state values are never shared: one per use)
-      static constexpr auto& at = Model::state_layout::offsets;
+      static constexpr auto& offsets = Model::state_layout::offsets;
       static constexpr auto begin = []<class... L>(type_list<L...>) {
-        return begins<L...>({state_of_t<L>::size...});
+        return group_begins<sizeof...(L)>({state_of_t<L>::size...});
       }(typename Model::layer_types{});
     };
-  };
-  template <class List, class Where, std::size_t K, class Seq = std::make_index_sequence<List::size>>
-  struct local;
-  template <class... P, class Where, std::size_t K, std::size_t... J>
-  struct local<type_list<P...>, Where, K, std::index_sequence<J...>> {
-    using type = local_offsets<tag_at<typename P::tag, Where::at[Where::begin[K] + J]>...>;
   };
 
   /// Each layer's forward and backward, as functions of a frame: one table
@@ -185,8 +173,10 @@ class replica_engine {
     using forward_fn = void (*)(const frame&, T*, T*, const T*);
     using backward_fn = void (*)(const frame&, T*, const T*);
     template <class L, std::size_t K>
-    using pass = layer_pass<L, typename local<typename L::parameters, typename offsets::params, K>::type,
-                            typename local<state_of_t<L>, typename offsets::state, K>::type>;
+    using pass =
+        layer_pass<L,
+                   typename local_by_index<typename L::parameters, offsets::params::begin[K], typename offsets::params>::type,
+                   typename local_by_index<state_of_t<L>, offsets::state::begin[K], typename offsets::state>::type>;
     static constexpr std::array<forward_fn, layer_count> forward =
         []<class... L, std::size_t... K>(type_list<L...>, std::index_sequence<K...>) {
           return std::array<forward_fn, layer_count>{&pass<L, K>::template forward<frame>...};
