@@ -103,33 +103,34 @@ safetensors_metadata load_state_dict(std::span<const unsigned char> bytes, const
   using role = state_dict_tensor::role;
   auto refuse = [&](checkpoint_fault fault, const std::string& what) { throw checkpoint_error(fault, file, what); };
   safetensors_contents c = parse_safetensors(bytes, file);
-  std::unordered_map<std::string_view, const safetensors_entry*> in_file;
-  for (const auto& e : c.entries) in_file.emplace(e.name, &e);
   std::unordered_map<std::string_view, const state_dict_tensor*> mine;
   for (const auto& t : want.tensors) mine.emplace(t.name, &t);
   std::unordered_map<std::string_view, std::string_view> alias_of;
   for (const auto& [alias, name] : want.aliases) alias_of.emplace(alias, name);
 
   // Which tensors are there and which are not, before any value is read.
+  // (names: the first five of each kind, and how many)
   std::vector<std::string> missing, unknown;
+  std::size_t n_missing = 0, n_unknown = 0;
   for (const auto& t : want.tensors)
-    if (t.kind != role::batch_counter && !in_file.count(t.name)) missing.push_back("'" + printable(t.name) + "'");
+    if (t.kind != role::batch_counter && !c.find(t.name) && n_missing++ < 5)
+      missing.push_back("'" + printable(t.name) + "'");
   for (const auto& e : c.entries)
-    if (!mine.count(e.name) && !alias_of.count(e.name)) unknown.push_back("'" + printable(e.name) + "'");
-  auto some = [](const std::vector<std::string>& names) {
-    return fmt::format("{}{}", fmt::join(names.begin(), names.begin() + std::min<std::ptrdiff_t>(names.size(), 5), ", "),
-                       names.size() > 5 ? fmt::format(" and {} more", names.size() - 5) : "");
+    if (!mine.count(e.name) && !alias_of.count(e.name) && n_unknown++ < 5)
+      unknown.push_back("'" + printable(e.name) + "'");
+  auto some = [](const std::vector<std::string>& names, std::size_t n) {
+    return fmt::format("{}{}", fmt::join(names, ", "), n > names.size() ? fmt::format(" and {} more", n - names.size()) : "");
   };
-  if (!missing.empty())
+  if (n_missing > 0)
     refuse(checkpoint_fault::other_model,
-           fmt::format("lacks {} of this model's {} tensors: {} (the file has {} tensors{})", missing.size(),
-                       want.tensors.size(), some(missing), c.entries.size(),
+           fmt::format("lacks {} of this model's {} tensors: {} (the file has {} tensors{})", n_missing,
+                       want.tensors.size(), some(missing, n_missing), c.entries.size(),
                        c.entries.empty() ? "" : fmt::format(", e.g. '{}'", printable(c.entries.front().name))));
-  if (!unknown.empty() && !options.ignore_unknown_tensors)
+  if (n_unknown > 0 && !options.ignore_unknown_tensors)
     refuse(checkpoint_fault::other_model,
            fmt::format("holds {} tensor{} this model does not have: {} (safetensors_options::ignore_unknown_tensors "
                        "skips them)",
-                       unknown.size(), unknown.size() > 1 ? "s" : "", some(unknown)));
+                       n_unknown, n_unknown > 1 ? "s" : "", some(unknown, n_unknown)));
 
   // Each tensor's dtype and shape against the model's.
   auto check = [&](const safetensors_entry& e, const state_dict_tensor& t) {
@@ -149,16 +150,16 @@ safetensors_metadata load_state_dict(std::span<const unsigned char> bytes, const
                          shape_text(t.shape)));
   };
   for (const auto& t : want.tensors)
-    if (const auto it = in_file.find(t.name); it != in_file.end()) check(*it->second, t);
+    if (const auto* e = c.find(t.name)) check(*e, t);
 
   // Values, into a staging copy (padding and anything absent kept as is).
   std::vector<T> staged_params(params.begin(), params.end()), staged_state(state.begin(), state.end());
   for (const auto& t : want.tensors) {
-    const auto it = in_file.find(t.name);
     if (t.kind == role::batch_counter) continue;  // (kiln keeps no count of its own)
+    const safetensors_entry& e = *c.find(t.name);
     T* to = (t.kind == role::parameter ? staged_params.data() : staged_state.data()) + t.offset;
     for (std::size_t i = 0; i < t.size; ++i) {
-      to[i] = safetensors_value<T>(*it->second, c.data, i);
+      to[i] = safetensors_value<T>(e, c.data, i);
       if (!std::isfinite(to[i]))
         refuse(checkpoint_fault::out_of_range,
                fmt::format("out of range: tensor '{}' element {} is {}; every value must be finite", printable(t.name),
@@ -167,12 +168,12 @@ safetensors_metadata load_state_dict(std::span<const unsigned char> bytes, const
   }
   // A tied weight's other name, when the file has it too, holds the same values.
   for (const auto& [alias, name] : want.aliases) {
-    const auto it = in_file.find(alias);
-    if (it == in_file.end()) continue;
+    const safetensors_entry* e = c.find(alias);
+    if (!e) continue;
     const state_dict_tensor& t = *mine.at(name);
-    check(*it->second, t);
+    check(*e, t);
     for (std::size_t i = 0; i < t.size; ++i)
-      if (const T v = safetensors_value<T>(*it->second, c.data, i); !(v == staged_params[t.offset + i]))
+      if (const T v = safetensors_value<T>(*e, c.data, i); !(v == staged_params[t.offset + i]))
         refuse(checkpoint_fault::other_model,
                fmt::format("tensor '{}' is '{}' in this model (a tied weight), but their values differ at element {} "
                            "({} and {})",
