@@ -18,14 +18,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define KILN_UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define KILN_UNDER_SANITIZER 1
-#endif
-#endif
-
 namespace {
 using kiln::checkpoint_error;
 using kiln::checkpoint_fault;
@@ -209,9 +201,7 @@ std::size_t address_space() {
 }
 
 TEST(safetensors_reader, a_header_of_300000_tensors_is_read_in_4_times_its_size) {
-#ifdef KILN_UNDER_SANITIZER
-  GTEST_SKIP() << "a sanitizer's shadow memory does not fit under the limit";
-#endif
+  if (address_space() > (std::size_t{1} << 40)) GTEST_SKIP() << "a sanitizer's shadow memory is in the way";
   // 300,000 empty tensors: an 18 MB header. Read as events it takes 2.6
   // times that (measured, 46 MB); a JSON tree of it would take 10.6 times.
   std::string header = R"({"__metadata__":{"format":"pt"})";
