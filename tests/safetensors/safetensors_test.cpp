@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../../examples/custom_layer.hpp"
 #include "../support/files.hpp"
 
 #include <cstdint>
@@ -13,6 +14,12 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+// A layer of one's own names its values by specialising kiln::state_dict_names.
+template <std::size_t Units>
+struct kiln::state_dict_names<project<Units>> : kiln::state_dict_names<void> {
+  static constexpr std::array<std::string_view, 1> parameters{"weight"};
+};
 
 namespace {
 using namespace kiln;
@@ -78,6 +85,11 @@ TEST(safetensors_names, a_transposed_use_of_a_tied_weight_is_no_alias) {
   EXPECT_EQ(listing<transposed>(), (names{"0.weight [3, 4]"}));
   EXPECT_EQ(detail::state_dict_of<transposed>().aliases,
             (std::vector<std::pair<std::string, std::string>>{{"2.weight", "0.weight"}}));
+}
+
+TEST(safetensors_names, a_layer_of_ones_own_is_named_by_its_specialisation_or_param_i) {
+  using custom = model<input<3>, scaled_tanh, project<2>>;
+  EXPECT_EQ(listing<custom>(), (names{"0.param_0 [3]", "0.param_1 [3]", "1.weight [2, 3]"}));
 }
 
 class safetensors_file : public kiln::testing::file_test {};
