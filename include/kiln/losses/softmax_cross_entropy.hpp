@@ -29,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include <kiln/detail/vector_math.hpp>
 #include <kiln/shape.hpp>
 
 namespace kiln {
@@ -102,13 +103,14 @@ struct softmax_cross_entropy {
         }
         const std::size_t argmax = static_cast<std::size_t>(std::max_element(col, col + class_count) - col);
         const T m = col[argmax];
-        T denom = 0;
-        for (std::size_t c = 0; c < class_count; ++c) denom += std::exp(col[c] - m);
-        const T log_denom = std::log(denom);
+        // e^(z − m) in one vectorised pass (into dcol when there is one), summed in order
+        const T denom = detail::vmath::exp_affine_sum(col, T(1), -m, class_count, dcol);
+        const T log_denom = std::log(denom);  // (one per row)
         sum += static_cast<double>(log_denom - (col[t] - m));
         r.correct += argmax == t;
         if (dcol) {
-          for (std::size_t c = 0; c < class_count; ++c) dcol[c] = std::exp(col[c] - m - log_denom) * inv;
+          const T k = inv / denom;
+          for (std::size_t c = 0; c < class_count; ++c) dcol[c] *= k;
           dcol[t] -= inv;
         }
       }
