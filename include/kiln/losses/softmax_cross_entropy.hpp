@@ -29,7 +29,6 @@
 
 #include <fmt/format.h>
 
-#include <kiln/detail/vector_math.hpp>
 #include <kiln/shape.hpp>
 
 namespace kiln {
@@ -103,14 +102,13 @@ struct softmax_cross_entropy {
         }
         const std::size_t argmax = static_cast<std::size_t>(std::max_element(col, col + class_count) - col);
         const T m = col[argmax];
-        // e^(z − m) in one vectorised pass (into dcol when there is one), summed in order
-        const T denom = detail::vmath::exp_affine_sum(col, T(1), -m, class_count, dcol);
-        const T log_denom = std::log(denom);  // (one per row)
+        T denom = 0;
+        for (std::size_t c = 0; c < class_count; ++c) denom += std::exp(col[c] - m);
+        const T log_denom = std::log(denom);
         sum += static_cast<double>(log_denom - (col[t] - m));
         r.correct += argmax == t;
         if (dcol) {
-          const T k = inv / denom;
-          for (std::size_t c = 0; c < class_count; ++c) dcol[c] *= k;
+          for (std::size_t c = 0; c < class_count; ++c) dcol[c] = std::exp(col[c] - m - log_denom) * inv;
           dcol[t] -= inv;
         }
       }
