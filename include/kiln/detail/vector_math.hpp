@@ -11,11 +11,11 @@
 //   except through fma: the compiler has nothing left to contract.
 //   `native_pack` is the widest the target has; f64 overloads call std::
 //   per element (double keeps libm's accuracy).
-// ACCURACY (f32, against double std:: over every float of a range;
+// ACCURACY (f32, against double std:: over every 257th float of a range;
 //   tests/detail/vector_math_test.cpp asserts the bounds, docs/performance.md)
-//   exp ≤ 1 ulp; tanh, sigmoid ≤ 2 ulp; erf ≤ 2 ulp; gelu ≤ 2 ulp for
-//   x ≥ −5.6 (below, Φ(x) < 1e-8 and gelu's value is x·Φ(x) to ≤ 8 ulp of Φ
-//   until erf's tail clamp at |x/√2| = 4 makes it 0, as with erff in f32).
+//   exp ≤ 1.1 ulp; tanh ≤ 1.5; sigmoid, erf ≤ 2.5; gelu ≤ 8 ulp for x ≥ −2,
+//   ≤ 64 ulp down to −5.657 (x²·2⁻²⁴ relative from rounding x/√2), then −0
+//   (erf's clamp at |x/√2| = 4, where PyTorch's f32 1 + erf is 0 too).
 // NaN in gives NaN out; ±inf give the functions' limits.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
