@@ -7,6 +7,7 @@
 //   build/benchmarks/kiln_vector_math_benchmarks --benchmark_repetitions=9 \
 //     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 #include <kiln/kiln.hpp>
+#include <kiln/detail/libm_expf.hpp>
 #include <kiln/detail/vector_math.hpp>
 
 #include <benchmark/benchmark.h>
@@ -54,6 +55,9 @@ void exp_std(benchmark::State& s) {
 void exp_kiln(benchmark::State& s) {
   run(s, 10, [](const float* x, const float*, float* y) { vm::exp(x, y, n); });
 }
+void exp_libm_kiln(benchmark::State& s) {  // glibc's bits (the loss's exp)
+  run(s, 10, [](const float* x, const float*, float* y) { kiln::detail::libm_expf::exp_shifted(x, 0, 0, 1, y, n); });
+}
 void tanh_eigen(benchmark::State& s) {  // kiln::tanh before
   run(s, 5, [](const float* x, const float*, float* y) { eigen_out(y, n) = eigen_in(x, n).tanh(); });
 }
@@ -97,6 +101,7 @@ void gelu_backward_kiln(benchmark::State& s) {
 }
 BENCHMARK(exp_std);
 BENCHMARK(exp_kiln);
+BENCHMARK(exp_libm_kiln);
 BENCHMARK(tanh_eigen);
 BENCHMARK(tanh_kiln);
 BENCHMARK(sigmoid_eigen);

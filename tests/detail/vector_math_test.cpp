@@ -3,8 +3,10 @@
 // is printed and bounded (docs/performance.md quotes these figures). The
 // native pack (AVX-512 or AVX2, whichever this build targets) and the scalar
 // pack give the same bits, tails included: results do not depend on the CPU.
+// And the loss's expf (kiln/detail/libm_expf.hpp) has glibc's bits.
 #include <kiln/fwd.hpp>
 
+#include <kiln/detail/libm_expf.hpp>
 #include <kiln/detail/vector_math.hpp>
 
 #include <gtest/gtest.h>
@@ -203,5 +205,38 @@ TEST(vector_math, exp_affine_sum_adds_in_index_order_stored_or_not) {
     EXPECT_EQ(stored, expect) << n;
     EXPECT_EQ(vm::exp_affine_sum(x.data(), 0.25f, -1.0f, n, nullptr), expect) << n;
   }
+}
+
+TEST(libm_expf, has_the_bits_of_std_exp) {
+  // Every 17th float of [−110, 90] (all of them in a one-off run: 2.24e9, no difference).
+  const std::vector<float> xs = sweep(-110, 90, 17);
+  std::vector<float> y(xs.size());
+  kiln::detail::libm_expf::exp_shifted(xs.data(), 0.0f, 0.0f, 1.0f, y.data(), xs.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const float want = std::exp(xs[i]);
+    differ += std::bit_cast<std::uint32_t>(y[i]) != std::bit_cast<std::uint32_t>(want);
+    differ += std::bit_cast<std::uint32_t>(kiln::detail::libm_expf::exp(xs[i])) != std::bit_cast<std::uint32_t>(want);
+  }
+  EXPECT_EQ(differ, 0u) << "of " << xs.size();
+}
+
+TEST(libm_expf, special_values_shift_and_scale) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x{inf, -inf, std::numeric_limits<float>::quiet_NaN(), 88.8f, -104, -103.5f, 88.5f, -1, 2, 0};
+  std::vector<float> y(x.size());
+  kiln::detail::libm_expf::exp_shifted(x.data(), 0.5f, 0.25f, 3.0f, y.data(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp((x[i] - 0.5f) - 0.25f) * 3.0f;
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(y[i])) << x[i];
+    } else {
+      EXPECT_EQ(y[i], want) << x[i];
+    }
+  }
+  float sum = 0;  // in index order, as the loss sums
+  for (std::size_t i = 4; i < x.size(); ++i) sum += std::exp(x[i] - 0.5f);
+  EXPECT_EQ(kiln::detail::libm_expf::sum_exp_shifted(x.data() + 4, 0.5f, x.size() - 4), sum);
+  EXPECT_TRUE(std::isnan(kiln::detail::libm_expf::sum_exp_shifted(x.data(), 0.5f, x.size())));
 }
 }  // namespace
