@@ -32,6 +32,7 @@
 #include <Eigen/Core>
 
 #include <kiln/detail/layer_context.hpp>
+#include <kiln/detail/vector_math.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
 
@@ -128,8 +129,7 @@ struct causal_self_attention {
             T* col = p + i * L;
             T top = -std::numeric_limits<T>::infinity();
             for (std::size_t j = 0; j <= i; ++j) top = std::max(top, col[j] * scale);
-            T sum = 0;
-            for (std::size_t j = 0; j <= i; ++j) sum += col[j] = std::exp(col[j] * scale - top);
+            const T sum = detail::vmath::exp_affine_sum(col, scale, -top, i + 1, col);  // vectorised exp, summed in order
             const T inv = T(1) / sum;
             for (std::size_t j = 0; j <= i; ++j) col[j] *= inv;
             for (std::size_t j = i + 1; j < L; ++j) col[j] = T(0);

@@ -9,33 +9,26 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
-#include <cmath>
-#include <numbers>
+#include <cstddef>
 #include <string>
 
 #include <kiln/detail/elementwise.hpp>
+#include <kiln/detail/vector_math.hpp>
 
 namespace kiln {
 
 namespace detail {
+/// f32: kiln's vectorised Φ (detail/vector_math.hpp: ≤ 8 ulp for x ≥ −2,
+/// the same bits on every CPU); f64: std::erf per element.
 struct gelu_fn {
-  // (std::erf element by element: Eigen's vectorised erf lives in its unsupported module)
-  template <class E>
-  static auto erf_of(const E& e) {
-    return e.unaryExpr([](auto v) { return std::erf(v); });
-  }
   template <class X, class Y>
   static void forward(const X& x, Y& y) {
-    using T = typename X::Scalar;
-    y = x * (T(0.5) * (T(1) + erf_of(x * T(std::numbers::sqrt2 / 2))));
+    vmath::gelu(x.data(), y.data(), static_cast<std::size_t>(x.size()));
   }
   static constexpr bool needs_input = true;
   template <class X, class DY, class DX>
   static void backward_from_input(const X& x, const DY& dy, DX& dx) {
-    using T = typename X::Scalar;
-    const T inv_sqrt_2pi = T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
-    dx = dy *
-         (T(0.5) * (T(1) + erf_of(x * T(std::numbers::sqrt2 / 2))) + x * inv_sqrt_2pi * (-T(0.5) * x.square()).exp());
+    vmath::gelu_backward(x.data(), dy.data(), dx.data(), static_cast<std::size_t>(x.size()));
   }
 };
 }  // namespace detail

@@ -8,17 +8,20 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <cstddef>
 #include <string>
 
 #include <kiln/detail/elementwise.hpp>
+#include <kiln/detail/vector_math.hpp>
 
 namespace kiln {
 
 namespace detail {
+/// f32: kiln's vectorised 1/(1 + e^−x) (detail/vector_math.hpp); f64: std::exp.
 struct sigmoid_fn {
   template <class X, class Y>
   static void forward(const X& x, Y& y) {
-    y = x.logistic();
+    vmath::sigmoid(x.data(), y.data(), static_cast<std::size_t>(x.size()));
   }
   template <class Yv, class DY, class DX>
   static void backward(const Yv& y, const DY& dy, DX& dx) {

@@ -12,11 +12,10 @@
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <string>
 
-
+#include <kiln/detail/vector_math.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
 
@@ -51,8 +50,7 @@ struct softmax {
         const T* x = c.x + r * N;
         T* y = c.y + r * N;
         const T m = *std::max_element(x, x + N);
-        T sum = 0;
-        for (std::size_t i = 0; i < N; ++i) sum += y[i] = std::exp(x[i] - m);
+        const T sum = detail::vmath::exp_affine_sum(x, T(1), -m, N, y);  // y = e^(x − m), summed in order
         for (std::size_t i = 0; i < N; ++i) y[i] /= sum;
       }
     }

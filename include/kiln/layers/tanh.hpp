@@ -8,21 +8,24 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <cstddef>
 #include <string>
 
 #include <kiln/detail/elementwise.hpp>
+#include <kiln/detail/vector_math.hpp>
 
 namespace kiln {
 
 namespace detail {
+/// f32: kiln's vectorised tanh (detail/vector_math.hpp); f64: std::tanh.
 struct tanh_fn {
   template <class X, class Y>
   static void forward(const X& x, Y& y) {
-    y = x.tanh();
+    vmath::tanh(x.data(), y.data(), static_cast<std::size_t>(x.size()));
   }
   template <class Yv, class DY, class DX>
   static void backward(const Yv& y, const DY& dy, DX& dx) {
-    dx = dy * (typename Yv::Scalar(1) - y.square());
+    vmath::tanh_backward(y.data(), dy.data(), dx.data(), static_cast<std::size_t>(y.size()));
   }
 };
 }  // namespace detail

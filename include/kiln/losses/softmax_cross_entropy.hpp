@@ -26,9 +26,11 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
 
+#include <kiln/detail/libm_expf.hpp>
 #include <kiln/shape.hpp>
 
 namespace kiln {
@@ -102,13 +104,23 @@ struct softmax_cross_entropy {
         }
         const std::size_t argmax = static_cast<std::size_t>(std::max_element(col, col + class_count) - col);
         const T m = col[argmax];
+        // f32: glibc's expf, bit for bit, 8 classes at a time (detail/libm_expf.hpp); f64: std::exp
+        constexpr bool f32 = std::is_same_v<T, float>;
         T denom = 0;
-        for (std::size_t c = 0; c < class_count; ++c) denom += std::exp(col[c] - m);
-        const T log_denom = std::log(denom);
+        if constexpr (f32) {
+          denom = detail::libm_expf::sum_exp_shifted(col, m, class_count);
+        } else {
+          for (std::size_t c = 0; c < class_count; ++c) denom += std::exp(col[c] - m);
+        }
+        const T log_denom = std::log(denom);  // (one per row)
         sum += static_cast<double>(log_denom - (col[t] - m));
         r.correct += argmax == t;
         if (dcol) {
-          for (std::size_t c = 0; c < class_count; ++c) dcol[c] = std::exp(col[c] - m - log_denom) * inv;
+          if constexpr (f32) {
+            detail::libm_expf::exp_shifted(col, m, log_denom, inv, dcol, class_count);
+          } else {
+            for (std::size_t c = 0; c < class_count; ++c) dcol[c] = std::exp(col[c] - m - log_denom) * inv;
+          }
           dcol[t] -= inv;
         }
       }

@@ -1,0 +1,116 @@
+// kiln/detail/libm_expf.hpp — e^x in f32 with the bits of glibc's expf,
+// 8 at a time on AVX-512.
+//
+// WHAT IT IS
+//   The algorithm of ARM's optimized-routines expf, which glibc ≥ 2.28 ships
+//   (and selects on x86-64 CPUs with FMA): x·32/ln2 = k + r in double,
+//   2^(k/32) from a 32-entry table, a cubic in r, one rounding to f32 at the
+//   end; its published constants, its special cases (overflow above 88.72,
+//   0 below −103.97, the smallest subnormal down to −103.28). Written here
+//   with explicit fused multiply-adds (std::fma on the scalar path), so the
+//   same bits on every CPU, as glibc's own FMA build computes them.
+// WHY
+//   softmax_cross_entropy's f32 gradients were computed with std::exp; this
+//   keeps their bits (training results do not move) while vectorising the
+//   loss. tests/detail/vector_math_test.cpp compares it with std::exp on
+//   every float of [−110, 90] it sweeps.
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cmath>
+#include <limits>
+
+#include <kiln/detail/avx512.hpp>
+
+KILN_AVX512_BEGIN
+
+namespace kiln::detail::libm_expf {
+
+/// bits(2^(i/32)) − (i << 47): adding k << 47 gives 2^(k/32)'s bits.
+inline constexpr std::uint64_t table[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+inline constexpr double inv_ln2_32 = 0x1.71547652b82fep+5, shift = 0x1.8p+52;
+inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
+
+/// True when x takes the special path: |x| ≥ 88, inf, NaN.
+inline bool special(float x) { return ((std::bit_cast<std::uint32_t>(x) >> 20) & 0x7FF) > 0x42A; }
+
+inline float exp(float x) {
+  if (special(x)) {
+    if (x == -std::numeric_limits<float>::infinity()) return 0.0f;
+    if (((std::bit_cast<std::uint32_t>(x) >> 20) & 0x7FF) > 0x7F7) return x + x;  // NaN, +inf
+    if (x > 0x1.62e42ep6f) return std::numeric_limits<float>::infinity();
+    if (x < -0x1.9fe368p6f) return 0.0f;
+    if (x < -0x1.9d1d9ep6f) return 0x1p-149f;
+  }
+  const double xd = x, shifted = std::fma(inv_ln2_32, xd, shift);
+  const std::uint64_t k = std::bit_cast<std::uint64_t>(shifted);
+  const double r = std::fma(inv_ln2_32, xd, -(shifted - shift));
+  const double s = std::bit_cast<double>(table[k % 32] + (k << 47));
+  const double y = std::fma(std::fma(r, c0, c1), r * r, std::fma(r, c2, 1.0));
+  return static_cast<float>(y * s);
+}
+
+/// y[i] = e^((x[i] − m) − l) · scale (each step rounded to f32, as the
+/// scalar expression would be). y may alias x.
+inline void exp_shifted(const float* x, float m, float l, float scale, float* y, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  const __m512d inv = _mm512_set1_pd(inv_ln2_32), sh = _mm512_set1_pd(shift), one = _mm512_set1_pd(1.0);
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 8),
+                t2 = _mm512_loadu_si512(table + 16), t3 = _mm512_loadu_si512(table + 24);
+  for (; i < n; i += 8) {
+    const __mmask8 lanes = n - i >= 8 ? __mmask8(0xFF) : static_cast<__mmask8>((1u << (n - i)) - 1);
+    const __m512 x16 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(lanes), x + i);
+    const __m512 a16 = _mm512_sub_ps(_mm512_sub_ps(x16, _mm512_set1_ps(m)), _mm512_set1_ps(l));
+    const __m512d xd = _mm512_cvtps_pd(_mm512_castps512_ps256(a16));
+    const __m512d shifted = _mm512_fmadd_pd(inv, xd, sh);
+    const __m512i k = _mm512_castpd_si512(shifted);
+    const __m512d r = _mm512_fmsub_pd(inv, xd, _mm512_sub_pd(shifted, sh));
+    const __m512i idx = _mm512_and_si512(k, _mm512_set1_epi64(31));
+    const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(idx, _mm512_set1_epi64(16)),
+                                              _mm512_permutex2var_epi64(t0, idx, t1),
+                                              _mm512_permutex2var_epi64(t2, idx, t3));
+    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(k, 47)));
+    const __m512d p = _mm512_fmadd_pd(_mm512_fmadd_pd(r, _mm512_set1_pd(c0), _mm512_set1_pd(c1)), _mm512_mul_pd(r, r),
+                                      _mm512_fmadd_pd(r, _mm512_set1_pd(c2), one));
+    const __m256 e = _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
+    _mm512_mask_storeu_ps(y + i, static_cast<__mmask16>(lanes),
+                          _mm512_mul_ps(_mm512_castps256_ps512(e), _mm512_set1_ps(scale)));
+    // the special path (|arg| ≥ 88, inf, NaN) lane by lane: rare in a loss
+    const __mmask16 odd = _mm512_mask_cmp_epi32_mask(
+        static_cast<__mmask16>(lanes),
+        _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(a16), 20), _mm512_set1_epi32(0x7FF)),
+        _mm512_set1_epi32(0x42A), _MM_CMPINT_NLE);
+    for (unsigned b = odd, j = 0; b; b >>= 1, ++j) {
+      if (b & 1u) y[i + j] = exp((x[i + j] - m) - l) * scale;
+    }
+  }
+#endif
+  for (; i < n; ++i) y[i] = exp((x[i] - m) - l) * scale;
+}
+
+/// Σ e^(x[i] − m) in index order, without storing the values.
+inline float sum_exp_shifted(const float* x, float m, std::size_t n) {
+  alignas(64) float block[64];
+  float sum = 0;
+  for (std::size_t i = 0; i < n; i += 64) {
+    const std::size_t k = n - i < 64 ? n - i : 64;
+    exp_shifted(x + i, m, 0.0f, 1.0f, block, k);
+    for (std::size_t j = 0; j < k; ++j) sum += block[j];
+  }
+  return sum;
+}
+
+}  // namespace kiln::detail::libm_expf
+
+KILN_AVX512_END

@@ -1,0 +1,371 @@
+// kiln/detail/vector_math.hpp — exp, tanh, sigmoid, erf and GELU over f32
+// arrays, 16 (AVX-512) or 8 (AVX2 + FMA) values at a time, or one at a time.
+//
+// WHAT IT IS
+//   Each function is one sequence of operations on a "pack" (avx512_pack,
+//   avx2_pack, scalar_pack): the same polynomial, the same clamps, and every
+//   multiply-add an explicit fused one (std::fma in the scalar pack), so an
+//   element's result has the same bits whichever pack computes it — on
+//   every x86-64 CPU that kiln is compiled for with FMA, and in the tail of
+//   an array (masked loads, not a scalar loop). No product feeds an addition
+//   except through fma: the compiler has nothing left to contract.
+//   `native_pack` is the widest the target has; f64 overloads call std::
+//   per element (double keeps libm's accuracy).
+// ACCURACY (f32, against double std:: over every 257th float of a range;
+//   tests/detail/vector_math_test.cpp asserts the bounds, docs/performance.md)
+//   exp ≤ 1.1 ulp; tanh ≤ 1.5; sigmoid, erf ≤ 2.5; gelu ≤ 8 ulp for x ≥ −2,
+//   ≤ 64 ulp down to −5.657 (x²·2⁻²⁴ relative from rounding x/√2), then −0
+//   (erf's clamp at |x/√2| = 4, where PyTorch's f32 1 + erf is 0 too).
+// NaN in gives NaN out; ±inf give the functions' limits.
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+
+#include <kiln/detail/avx512.hpp>
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+KILN_AVX512_BEGIN
+
+namespace kiln::detail::vmath {
+
+/// One float at a time; `max(a, b)` is `a > b ? a : b` like MAXPS (b when
+/// either is NaN), so the packs clamp NaN the same way (they keep it).
+struct scalar_pack {
+  using v = float;
+  using mask = bool;
+  static constexpr std::size_t width = 1;
+  static v set(float a) { return a; }
+  static v load(const float* p, std::size_t) { return *p; }
+  static void store(float* p, v x, std::size_t) { *p = x; }
+  static v fma(v a, v b, v c) { return std::fma(a, b, c); }
+  static v add(v a, v b) { return a + b; }
+  static v sub(v a, v b) { return a - b; }
+  static v mul(v a, v b) { return a * b; }
+  static v div(v a, v b) { return a / b; }
+  static v max(v a, v b) { return a > b ? a : b; }
+  static v min(v a, v b) { return a < b ? a : b; }
+  static mask less(v a, v b) { return a < b; }
+  static v select(mask k, v a, v b) { return k ? a : b; }
+  static v abs(v a) { return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) & 0x7FFFFFFFu); }
+  /// `a` with the sign of `a` flipped where `s` is negative.
+  static v xor_sign(v a, v s) {
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) ^ (std::bit_cast<std::uint32_t>(s) & 0x80000000u));
+  }
+  /// 2^(n/2 rounded down) and 2^(n − that), n = bits(t) − bits(base).
+  static void exp2_pair(v t, v base, v& s1, v& s2) {
+    const auto n = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(base));
+    const std::int32_t n1 = n >> 1, n2 = n - n1;
+    s1 = std::bit_cast<float>(static_cast<std::uint32_t>(n1 + 127) << 23);
+    s2 = std::bit_cast<float>(static_cast<std::uint32_t>(n2 + 127) << 23);
+  }
+};
+
+#if defined(__AVX512F__)
+struct avx512_pack {
+  using v = __m512;
+  using mask = __mmask16;
+  static constexpr std::size_t width = 16;
+  static v set(float a) { return _mm512_set1_ps(a); }
+  static v load(const float* p, std::size_t n) {
+    return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(avx512::lanes(static_cast<std::ptrdiff_t>(n)), p);
+  }
+  static void store(float* p, v x, std::size_t n) {
+    if (n >= 16) {
+      _mm512_storeu_ps(p, x);
+    } else {
+      _mm512_mask_storeu_ps(p, avx512::lanes(static_cast<std::ptrdiff_t>(n)), x);
+    }
+  }
+  static v fma(v a, v b, v c) { return _mm512_fmadd_ps(a, b, c); }
+  static v add(v a, v b) { return _mm512_add_ps(a, b); }
+  static v sub(v a, v b) { return _mm512_sub_ps(a, b); }
+  static v mul(v a, v b) { return _mm512_mul_ps(a, b); }
+  static v div(v a, v b) { return _mm512_div_ps(a, b); }
+  static v max(v a, v b) { return _mm512_max_ps(a, b); }
+  static v min(v a, v b) { return _mm512_min_ps(a, b); }
+  static mask less(v a, v b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static v select(mask k, v a, v b) { return _mm512_mask_blend_ps(k, b, a); }
+  static v abs(v a) { return bits_and(a, 0x7FFFFFFF); }
+  static v xor_sign(v a, v s) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(bits_and(s, INT32_MIN))));
+  }
+  static void exp2_pair(v t, v base, v& s1, v& s2) {
+    const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(base));
+    const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1), bias = _mm512_set1_epi32(127);
+    s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  }
+
+ private:
+  static v bits_and(v a, std::int32_t m) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(m)));
+  }
+};
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+struct avx2_pack {
+  using v = __m256;
+  using mask = __m256;
+  static constexpr std::size_t width = 8;
+  static v set(float a) { return _mm256_set1_ps(a); }
+  static v load(const float* p, std::size_t n) { return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes(n)); }
+  static void store(float* p, v x, std::size_t n) {
+    if (n >= 8) {
+      _mm256_storeu_ps(p, x);
+    } else {
+      _mm256_maskstore_ps(p, lanes(n), x);
+    }
+  }
+  static v fma(v a, v b, v c) { return _mm256_fmadd_ps(a, b, c); }
+  static v add(v a, v b) { return _mm256_add_ps(a, b); }
+  static v sub(v a, v b) { return _mm256_sub_ps(a, b); }
+  static v mul(v a, v b) { return _mm256_mul_ps(a, b); }
+  static v div(v a, v b) { return _mm256_div_ps(a, b); }
+  static v max(v a, v b) { return _mm256_max_ps(a, b); }
+  static v min(v a, v b) { return _mm256_min_ps(a, b); }
+  static mask less(v a, v b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static v select(mask k, v a, v b) { return _mm256_blendv_ps(b, a, k); }
+  static v abs(v a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }
+  static v xor_sign(v a, v s) {
+    return _mm256_xor_ps(a, _mm256_and_ps(s, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN))));
+  }
+  static void exp2_pair(v t, v base, v& s1, v& s2) {
+    const __m256i n = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(base));
+    const __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1), bias = _mm256_set1_epi32(127);
+    s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  }
+
+ private:
+  static __m256i lanes(std::size_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+#endif
+
+#if defined(__AVX512F__)
+using native_pack = avx512_pack;
+#elif defined(__AVX2__) && defined(__FMA__)
+using native_pack = avx2_pack;
+#else
+using native_pack = scalar_pack;
+#endif
+
+/// The element functions, on one pack.
+namespace kernel {
+
+/// Horner's rule with fused multiply-adds, highest coefficient first.
+template <class P, std::size_t N>
+typename P::v horner(typename P::v x, const float (&c)[N]) {
+  typename P::v r = P::set(c[0]);
+  for (std::size_t i = 1; i < N; ++i) r = P::fma(r, x, P::set(c[i]));
+  return r;
+}
+
+/// e^x as a product m·s (both finite for finite x; s a power of two), so a
+/// caller can fuse it into what follows. x = n·ln2 + r, |r| ≤ ln2/2;
+/// e^r by Cephes' degree-7 polynomial; 2^n in two halves so that results
+/// down to the subnormals are rounded once. x clamped to [−104, 88.8].
+template <class P>
+void exp_split(typename P::v x, typename P::v& m, typename P::v& s) {
+  using V = typename P::v;
+  static constexpr float c[] = {0x1.a0d2cep-13f, 0x1.6e879cp-10f, 0x1.111210p-7f,
+                                0x1.555382p-5f,  0x1.555554p-3f,  0x1.000000p-1f};
+  x = P::min(P::set(88.8f), P::max(P::set(-104.0f), x));  // (NaN stays NaN)
+  const V shifter = P::set(0x1.8p23f);                       // adding it rounds to an integer
+  const V t = P::fma(x, P::set(0x1.715476p+0f), shifter);  // x·log2(e) + shifter
+  const V n = P::sub(t, shifter);
+  V r = P::fma(n, P::set(-0x1.62e430p-1f), x);
+  r = P::fma(n, P::set(0x1.05c610p-29f), r);
+  V y = P::fma(horner<P>(r, c), P::mul(r, r), r);
+  y = P::add(y, P::set(1.0f));
+  V s1;
+  P::exp2_pair(t, shifter, s1, s);
+  m = P::mul(y, s1);
+}
+
+template <class P>
+typename P::v exp(typename P::v x) {
+  typename P::v m, s;
+  exp_split<P>(x, m, s);
+  return P::mul(m, s);
+}
+
+/// tanh: x + x³·p(x²) (Cephes) below |x| = 0.625, else ±(1 − 2/(e^{2|x|} + 1)).
+template <class P>
+typename P::v tanh(typename P::v x) {
+  using V = typename P::v;
+  static constexpr float c[] = {-0x1.75e1d4p-8f, 0x1.52269cp-6f, -0x1.b83c5ap-5f, 0x1.110726p-3f, -0x1.555532p-2f};
+  const V a = P::abs(x), z = P::mul(x, x);
+  const V small = P::fma(P::mul(horner<P>(z, c), z), a, a);
+  V m, s;
+  exp_split<P>(P::add(a, a), m, s);
+  const V large = P::sub(P::set(1.0f), P::div(P::set(2.0f), P::fma(m, s, P::set(1.0f))));
+  return P::xor_sign(P::select(P::less(a, P::set(0.625f)), small, large), x);  // (tanh(−0) = −0)
+}
+
+/// 1 / (1 + e^−x).
+template <class P>
+typename P::v sigmoid(typename P::v x) {
+  typename P::v m, s;
+  exp_split<P>(P::xor_sign(x, P::set(-1.0f)), m, s);
+  return P::div(P::set(1.0f), P::fma(m, s, P::set(1.0f)));
+}
+
+/// erf(t) = t·p(t²) for |t| < 0.921875; above, erf(|t|) = 1 − e^{q(|t|)}
+/// (q fitted to log erfc), |t| clamped to 4 where erf is 1 in f32. Returns
+/// the small form's polynomial `p` and the large form's e^q as m·s.
+template <class P>
+void erf_parts(typename P::v t, typename P::v& p, typename P::v& m, typename P::v& s) {
+  static constexpr float cs[] = {0x1.5f14c6p-14f, -0x1.aaeabep-11f, 0x1.54db02p-8f, -0x1.b81080p-6f,
+                                 0x1.ce2e20p-4f,  -0x1.812744p-2f,  0x1.20dd76p+0f};
+  static constexpr float cl[] = {-0x1.d5c274p-26f, 0x1.29ec90p-19f, -0x1.af3a7ap-15f, 0x1.476920p-11f,
+                                 -0x1.3dbc56p-8f,  0x1.b3db8cp-6f,  -0x1.c3db0ep-4f,  -0x1.436624p-1f,
+                                 -0x1.215c54p+0f,  0x1.5f17c2p-12f};
+  p = horner<P>(P::mul(t, t), cs);
+  exp_split<P>(horner<P>(P::min(P::set(4.0f), P::abs(t)), cl), m, s);
+}
+template <class P>
+typename P::v erf(typename P::v t) {
+  using V = typename P::v;
+  V p, m, s;
+  erf_parts<P>(t, p, m, s);
+  const V large = P::xor_sign(P::fma(P::xor_sign(m, P::set(-1.0f)), s, P::set(1.0f)), t);
+  return P::select(P::less(P::abs(t), P::set(0.921875f)), P::mul(t, p), large);
+}
+
+/// Φ(x) = ½(1 + erf(x/√2)), without the cancellation of 1 + erf for x < 0:
+/// there it is ½e^q, the small tail itself.
+template <class P>
+typename P::v phi(typename P::v x) {
+  using V = typename P::v;
+  const V t = P::mul(x, P::set(0x1.6a09e6p-1f));  // x·(1/√2), as PyTorch rounds it
+  V p, m, s;
+  erf_parts<P>(t, p, m, s);
+  const V small = P::fma(P::mul(t, P::set(0.5f)), p, P::set(0.5f));
+  const V upper = P::fma(P::mul(m, P::set(-0.5f)), s, P::set(1.0f));
+  // below erf's clamp (x < −5.657) Φ is 0, as 1 + erf is in f32
+  const V lower = P::select(P::less(t, P::set(-4.0f)), P::set(0.0f), P::mul(P::mul(m, P::set(0.5f)), s));
+  return P::select(P::less(P::abs(t), P::set(0.921875f)), small, P::select(P::less(t, P::set(0.0f)), lower, upper));
+}
+
+template <class P>
+typename P::v gelu(typename P::v x) {
+  return P::mul(x, phi<P>(x));
+}
+/// d gelu/dx = Φ(x) + x·φ(x), φ(x) = e^{−x²/2}/√(2π).
+template <class P>
+typename P::v gelu_derivative(typename P::v x) {
+  using V = typename P::v;
+  V m, s;
+  exp_split<P>(P::mul(P::mul(x, x), P::set(-0.5f)), m, s);
+  return P::fma(P::mul(P::mul(x, P::set(0x1.988454p-2f)), m), s, phi<P>(x));
+}
+
+}  // namespace kernel
+
+/// y[i] = f(x[i]) for i < n, a pack at a time (the tail by masked loads).
+template <class P, class F>
+void map(const float* x, float* y, std::size_t n, F f) {
+  for (std::size_t i = 0; i < n; i += P::width) P::store(y + i, f(P::load(x + i, n - i)), n - i);
+}
+/// y[i] = f(a[i], b[i]).
+template <class P, class F>
+void map(const float* a, const float* b, float* y, std::size_t n, F f) {
+  for (std::size_t i = 0; i < n; i += P::width) P::store(y + i, f(P::load(a + i, n - i), P::load(b + i, n - i)), n - i);
+}
+
+// ---- arrays: f32 through the packs, f64 through std:: ----------------------
+
+/// y = e^(a·x + b) (a·x + b fused); returns Σ y in index order (the same
+/// order on every CPU). y may be null: the values are then only summed.
+template <class P = native_pack>
+float exp_affine_sum(const float* x, float a, float b, std::size_t n, float* y) {
+  const auto f = [&](typename P::v v) { return kernel::exp<P>(P::fma(v, P::set(a), P::set(b))); };
+  float sum = 0;
+  if (y) {
+    map<P>(x, y, n, f);
+    for (std::size_t i = 0; i < n; ++i) sum += y[i];
+    return sum;
+  }
+  alignas(64) float block[64];
+  for (std::size_t i = 0; i < n; i += 64) {
+    const std::size_t k = n - i < 64 ? n - i : 64;
+    map<P>(x + i, block, k, f);
+    for (std::size_t j = 0; j < k; ++j) sum += block[j];
+  }
+  return sum;
+}
+inline double exp_affine_sum(const double* x, double a, double b, std::size_t n, double* y) {
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double e = std::exp(x[i] * a + b);
+    if (y) y[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+template <class P = native_pack>
+void exp(const float* x, float* y, std::size_t n) {
+  map<P>(x, y, n, [](typename P::v v) { return kernel::exp<P>(v); });
+}
+template <class P = native_pack>
+void tanh(const float* x, float* y, std::size_t n) {
+  map<P>(x, y, n, [](typename P::v v) { return kernel::tanh<P>(v); });
+}
+inline void tanh(const double* x, double* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+}
+template <class P = native_pack>
+void sigmoid(const float* x, float* y, std::size_t n) {
+  map<P>(x, y, n, [](typename P::v v) { return kernel::sigmoid<P>(v); });
+}
+inline void sigmoid(const double* x, double* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = 1 / (1 + std::exp(-x[i]));
+}
+template <class P = native_pack>
+void erf(const float* x, float* y, std::size_t n) {
+  map<P>(x, y, n, [](typename P::v v) { return kernel::erf<P>(v); });
+}
+template <class P = native_pack>
+void gelu(const float* x, float* y, std::size_t n) {
+  map<P>(x, y, n, [](typename P::v v) { return kernel::gelu<P>(v); });
+}
+/// PyTorch's formula, with libm's erf.
+inline void gelu(const double* x, double* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * (0.5 * (1 + std::erf(x[i] * (std::numbers::sqrt2 / 2))));
+}
+/// dx = dy · gelu′(x).
+template <class P = native_pack>
+void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) {
+  map<P>(x, dy, dx, n, [](typename P::v v, typename P::v d) { return P::mul(d, kernel::gelu_derivative<P>(v)); });
+}
+inline void gelu_backward(const double* x, const double* dy, double* dx, std::size_t n) {
+  constexpr double inv_sqrt_2pi = 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    dx[i] = dy[i] * (0.5 * (1 + std::erf(v * (std::numbers::sqrt2 / 2))) + v * inv_sqrt_2pi * std::exp(-0.5 * (v * v)));
+  }
+}
+/// dx = dy · (1 − y²), y = tanh(x) (1 − y² fused).
+template <class P = native_pack>
+void tanh_backward(const float* y, const float* dy, float* dx, std::size_t n) {
+  map<P>(y, dy, dx, n,
+         [](typename P::v v, typename P::v d) { return P::mul(d, P::fma(P::xor_sign(v, P::set(-1.0f)), v, P::set(1.0f))); });
+}
+inline void tanh_backward(const double* y, const double* dy, double* dx, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dx[i] = dy[i] * (1 - y[i] * y[i]);
+}
+
+}  // namespace kiln::detail::vmath
+
+KILN_AVX512_END

@@ -1,0 +1,242 @@
+// kiln's f32 exp, tanh, sigmoid, erf and GELU (kiln/detail/vector_math.hpp)
+// against double std:: over dense sweeps of floats: the largest error in ulp
+// is printed and bounded (docs/performance.md quotes these figures). The
+// native pack (AVX-512 or AVX2, whichever this build targets) and the scalar
+// pack give the same bits, tails included: results do not depend on the CPU.
+// And the loss's expf (kiln/detail/libm_expf.hpp) has glibc's bits.
+#include <kiln/fwd.hpp>
+
+#include <kiln/detail/libm_expf.hpp>
+#include <kiln/detail/vector_math.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <numbers>
+#include <string>
+#include <vector>
+
+namespace {
+namespace vm = kiln::detail::vmath;
+using array_fn = void (*)(const float*, float*, std::size_t);
+
+/// Every `stride`-th float of [lo, hi] (both signs walked by bit pattern), and the two ends.
+std::vector<float> sweep(float lo, float hi, std::uint32_t stride) {
+  std::vector<float> xs;
+  for (float x = lo; x <= hi;) {
+    xs.push_back(x);
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
+    if (x < 0) {
+      x = b - 0x80000000u > stride ? std::bit_cast<float>(b - stride) : 0.0f;
+    } else {
+      x = std::bit_cast<float>(b + stride);
+    }
+  }
+  xs.push_back(hi);
+  return xs;
+}
+
+/// The distance from `got` to `exact` in units of the float spacing at `exact`.
+double ulp_error(float got, double exact) {
+  if (got == exact) return 0;
+  const int e = exact == 0 ? -126 : std::max(std::ilogb(exact), -126);
+  return std::abs(static_cast<double>(got) - exact) / std::ldexp(1.0, e - 23);
+}
+
+struct worst {
+  double ulp = 0;
+  float at = 0;
+};
+
+/// The largest ulp error of `fn` against `exact` over `xs`, and that the
+/// native and the scalar packs agree bit for bit on every value.
+worst measure(const std::vector<float>& xs, array_fn native, array_fn scalar, const std::function<double(double)>& exact) {
+  std::vector<float> y(xs.size()), ys(xs.size());
+  native(xs.data(), y.data(), xs.size());
+  scalar(xs.data(), ys.data(), xs.size());
+  worst w;
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    differ += std::bit_cast<std::uint32_t>(y[i]) != std::bit_cast<std::uint32_t>(ys[i]);
+    const double e = ulp_error(y[i], exact(xs[i]));
+    if (e > w.ulp) w = {e, xs[i]};
+  }
+  EXPECT_EQ(differ, 0u) << "values where the native pack and the scalar pack disagree";
+  return w;
+}
+
+void report(const char* name, float lo, float hi, const worst& w) {
+  std::printf("%-8s [%g, %g]: max error %.3f ulp (at %a)\n", name, lo, hi, w.ulp, static_cast<double>(w.at));
+}
+
+constexpr std::uint32_t stride = 257;  // ≈ 8 million floats per function
+
+/// Every 257th float of [lo, hi]: printed, bounded by `bound` ulp.
+void expect_within(const char* name, float lo, float hi, array_fn native, array_fn scalar,
+                   const std::function<double(double)>& exact, double bound) {
+  const worst w = measure(sweep(lo, hi, stride), native, scalar, exact);
+  report(name, lo, hi, w);
+  EXPECT_LE(w.ulp, bound) << name << " at " << w.at;
+}
+
+TEST(vector_math, exp_within_1_1_ulp) {
+  expect_within("exp", -87.3f, 88.7f, vm::exp<>, vm::exp<vm::scalar_pack>, [](double x) { return std::exp(x); }, 1.1);
+}
+TEST(vector_math, tanh_within_1_5_ulp) {
+  expect_within("tanh", -10, 10, vm::tanh<>, vm::tanh<vm::scalar_pack>, [](double x) { return std::tanh(x); }, 1.5);
+}
+TEST(vector_math, sigmoid_within_2_5_ulp) {
+  expect_within("sigmoid", -87, 20, vm::sigmoid<>, vm::sigmoid<vm::scalar_pack>,
+                [](double x) { return 1 / (1 + std::exp(-x)); }, 2.5);
+}
+TEST(vector_math, erf_within_2_5_ulp) {
+  expect_within("erf", -5, 5, vm::erf<>, vm::erf<vm::scalar_pack>, [](double x) { return std::erf(x); }, 2.5);
+}
+
+double gelu_exact(double x) { return 0.5 * x * std::erfc(-x / std::numbers::sqrt2); }
+
+TEST(vector_math, gelu_within_8_ulp_above_minus_2) {
+  expect_within("gelu", -2, 10, vm::gelu<>, vm::gelu<vm::scalar_pack>, gelu_exact, 8.0);
+}
+
+TEST(vector_math, gelu_left_tail_within_64_ulp_then_zero) {
+  // Φ(x) = ½e^q there, q ≈ −x²/2: the rounding of x/√2 alone moves it by
+  // x²·2⁻²⁴ relative (PyTorch's 1 + erf(x/√2) in f32 loses every digit there).
+  const auto w = measure(sweep(-5.656f, -2, stride / 16), vm::gelu<>, vm::gelu<vm::scalar_pack>, gelu_exact);
+  report("gelu", -5.656f, -2, w);
+  EXPECT_LE(w.ulp, 64.0) << "at " << w.at;
+  // Below, erf's clamp at |x/√2| = 4 makes it −0: off by at most 4.3e-8.
+  std::vector<float> x{-5.66f, -6, -20, -1e30f}, y(4);
+  vm::gelu(x.data(), y.data(), 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(y[i], 0.0f) << x[i];
+    EXPECT_LE(std::abs(y[i] - gelu_exact(x[i])), 4.3e-8) << x[i];
+  }
+}
+
+TEST(vector_math, gelu_derivative_within_3e_7) {
+  // Φ(x) + x·φ(x) cancels near its zero (x ≈ −0.75): the bound is absolute.
+  const auto xs = sweep(-10, 10, stride);
+  std::vector<float> ones(xs.size(), 1.0f), d(xs.size()), ds(xs.size());
+  vm::gelu_backward(xs.data(), ones.data(), d.data(), xs.size());
+  vm::gelu_backward<vm::scalar_pack>(xs.data(), ones.data(), ds.data(), xs.size());
+  double worst_abs = 0;
+  float at = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(d[i]), std::bit_cast<std::uint32_t>(ds[i])) << xs[i];
+    const double x = xs[i];
+    const double exact = 0.5 * std::erfc(-x / std::numbers::sqrt2) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+    if (std::abs(d[i] - exact) > worst_abs) worst_abs = std::abs(d[i] - exact), at = xs[i];
+  }
+  std::printf("gelu'    [-10, 10]: max absolute error %.3g (at %a)\n", worst_abs, static_cast<double>(at));
+  EXPECT_LE(worst_abs, 3e-7) << "at " << at;
+}
+
+TEST(vector_math, limits_and_nan) {
+  constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x{inf, -inf, nan, 89.0f, -104.0f, 0.0f, -0.0f};
+  std::vector<float> y(x.size());
+  vm::exp(x.data(), y.data(), x.size());
+  EXPECT_EQ(y[0], inf);
+  EXPECT_EQ(y[1], 0);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], inf);
+  EXPECT_EQ(y[4], 0);
+  EXPECT_EQ(y[5], 1);
+  vm::tanh(x.data(), y.data(), x.size());
+  EXPECT_EQ(y[0], 1);
+  EXPECT_EQ(y[1], -1);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_TRUE(std::signbit(y[6]));
+  vm::sigmoid(x.data(), y.data(), x.size());
+  EXPECT_EQ(y[0], 1);
+  EXPECT_EQ(y[1], 0);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[5], 0.5f);
+  vm::erf(x.data(), y.data(), x.size());
+  EXPECT_EQ(y[0], 1);
+  EXPECT_EQ(y[1], -1);
+  EXPECT_TRUE(std::isnan(y[2]));
+  vm::gelu(x.data(), y.data(), x.size());
+  EXPECT_EQ(y[3], 89.0f);
+  EXPECT_EQ(y[4], 0);
+  EXPECT_TRUE(std::isnan(y[2]));
+  // A NaN logit must reach the loss (the trainer stops on a NaN loss).
+  EXPECT_TRUE(std::isnan(vm::exp_affine_sum(x.data() + 2, 1.0f, -1.0f, 1, nullptr)));
+}
+
+TEST(vector_math, every_length_gives_the_same_bits_in_every_position) {
+  // Tails (masked loads) compute exactly what full packs compute.
+  std::vector<float> x(53);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = -3.0f + 0.37f * static_cast<float>(i);
+  std::vector<float> all(x.size());
+  vm::gelu(x.data(), all.data(), x.size());
+  for (std::size_t n = 1; n <= x.size(); ++n) {
+    for (std::size_t off : {std::size_t{0}, x.size() - n}) {
+      std::vector<float> y(n + 1, 42.0f);
+      vm::gelu(x.data() + off, y.data(), n);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(y[i], all[off + i]) << n << " " << off << " " << i;
+      EXPECT_EQ(y[n], 42.0f) << "wrote past the end, n = " << n;
+    }
+  }
+}
+
+TEST(vector_math, exp_affine_sum_adds_in_index_order_stored_or_not) {
+  for (std::size_t n : {1u, 15u, 64u, 65u, 200u}) {
+    std::vector<float> x(n), y(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(static_cast<float>(i)) * 4;
+    const float stored = vm::exp_affine_sum(x.data(), 0.25f, -1.0f, n, y.data());
+    float expect = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(y[i], [&] {
+        float e;
+        const float arg = std::fma(x[i], 0.25f, -1.0f);
+        vm::exp<vm::scalar_pack>(&arg, &e, 1);
+        return e;
+      }()) << i;
+      expect += y[i];
+    }
+    EXPECT_EQ(stored, expect) << n;
+    EXPECT_EQ(vm::exp_affine_sum(x.data(), 0.25f, -1.0f, n, nullptr), expect) << n;
+  }
+}
+
+TEST(libm_expf, has_the_bits_of_std_exp) {
+  // Every 17th float of [−110, 90] (all of them in a one-off run: 2.24e9, no difference).
+  const std::vector<float> xs = sweep(-110, 90, 17);
+  std::vector<float> y(xs.size());
+  kiln::detail::libm_expf::exp_shifted(xs.data(), 0.0f, 0.0f, 1.0f, y.data(), xs.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const float want = std::exp(xs[i]);
+    differ += std::bit_cast<std::uint32_t>(y[i]) != std::bit_cast<std::uint32_t>(want);
+    differ += std::bit_cast<std::uint32_t>(kiln::detail::libm_expf::exp(xs[i])) != std::bit_cast<std::uint32_t>(want);
+  }
+  EXPECT_EQ(differ, 0u) << "of " << xs.size();
+}
+
+TEST(libm_expf, special_values_shift_and_scale) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x{inf, -inf, std::numeric_limits<float>::quiet_NaN(), 88.8f, -104, -103.5f, 88.5f, -1, 2, 0};
+  std::vector<float> y(x.size());
+  kiln::detail::libm_expf::exp_shifted(x.data(), 0.5f, 0.25f, 3.0f, y.data(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp((x[i] - 0.5f) - 0.25f) * 3.0f;
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(y[i])) << x[i];
+    } else {
+      EXPECT_EQ(y[i], want) << x[i];
+    }
+  }
+  float sum = 0;  // in index order, as the loss sums
+  for (std::size_t i = 4; i < x.size(); ++i) sum += std::exp(x[i] - 0.5f);
+  EXPECT_EQ(kiln::detail::libm_expf::sum_exp_shifted(x.data() + 4, 0.5f, x.size() - 4), sum);
+  EXPECT_TRUE(std::isnan(kiln::detail::libm_expf::sum_exp_shifted(x.data(), 0.5f, x.size())));
+}
+}  // namespace
