@@ -18,7 +18,7 @@ using kiln::regression_metrics;
 
 // Six predictions over three classes. Row 3 ties classes 0 and 1: the first
 // (0) is predicted, and class 0 ranks before label 1.
-const std::vector<float> scores = {2, 1, 0,  0.5f, 1.5f, 1,  1, 3, 2,  1, 1, 0,  0, 2, 1,  3, 0, 1};
+const std::vector<float> scores = {2, 1, 0, 0.5f, 1.5f, 1, 1, 3, 2, 1, 1, 0, 0, 2, 1, 3, 0, 1};
 const std::vector<std::uint32_t> labels = {0, 0, 1, 1, 2, 2};
 // predicted: 0, 1, 1, 0, 1, 0; the label's rank: 0, 2, 0, 1, 1, 1
 
@@ -32,7 +32,7 @@ TEST(classification_metrics, hand_computed_counts_and_ratios) {
   EXPECT_DOUBLE_EQ(m.top_k_accuracy(2), 5.0 / 6);
   EXPECT_DOUBLE_EQ(m.top_k_accuracy(3), 1.0);
   EXPECT_DOUBLE_EQ(m.top_k_accuracy(9), 1.0);
-  const std::vector<std::uint64_t> confusion = {1, 1, 0,  1, 1, 0,  1, 1, 0};  // rows: label
+  const std::vector<std::uint64_t> confusion = {1, 1, 0, 1, 1, 0, 1, 1, 0};  // rows: label
   EXPECT_EQ(std::vector<std::uint64_t>(m.confusion_matrix().begin(), m.confusion_matrix().end()), confusion);
   EXPECT_EQ(m.confusion(1, 0), 1u);
   EXPECT_EQ(m.support(2), 2u);
@@ -74,8 +74,8 @@ TEST(classification_metrics, batches_and_merges_give_the_same_counts_as_one_pass
   b.add(s.subspan(9), l.subspan(3));
   a.merge(b);
   for (const auto* m : {&batched, &a}) {
-    EXPECT_TRUE(std::equal(m->confusion_matrix().begin(), m->confusion_matrix().end(),
-                           whole.confusion_matrix().begin()));
+    EXPECT_TRUE(
+        std::equal(m->confusion_matrix().begin(), m->confusion_matrix().end(), whole.confusion_matrix().begin()));
     EXPECT_EQ(m->top_k_accuracy(2), whole.top_k_accuracy(2));
   }
   a.reset();

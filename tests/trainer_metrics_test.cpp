@@ -116,9 +116,9 @@ TEST(trainer_metrics, the_log_lines_are_json_with_every_asked_metric) {
   const auto lines = read_log(log);
   ASSERT_EQ(lines.size(), 2u);
   for (const auto& j : lines) {
-    for (const char* key : {"epoch", "steps", "train_loss", "train_accuracy", "val_loss", "val_accuracy",
-                            "val_top2_accuracy", "val_macro_precision", "val_macro_recall", "val_macro_f1", "lr",
-                            "seconds", "samples_per_second"})
+    for (const char* key :
+         {"epoch", "steps", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "val_top2_accuracy",
+          "val_macro_precision", "val_macro_recall", "val_macro_f1", "lr", "seconds", "samples_per_second"})
       EXPECT_TRUE(j.contains(key)) << key << " missing from " << j.dump();
     ASSERT_EQ(j["val_confusion"].size(), 3u);
     std::uint64_t total = 0;
@@ -175,16 +175,19 @@ TEST(trainer_metrics, early_stopping_restores_the_best_epoch_bit_for_bit_and_say
   EXPECT_EQ(why["best_epoch"], h.best_epoch);
   EXPECT_EQ(why["restored"], true);
   const std::string printed = read_all(out);
-  const std::string expected_line = fmt::format("early stop after epoch {}: val_loss has not improved by more than "
-                                                "0.0001 for 3 epochs (best {:.6g} at epoch {}); the parameters of "
-                                                "epoch {} are back\n",
-                                                stop, h.best_value, h.best_epoch, h.best_epoch);
+  const std::string expected_line = fmt::format(
+      "early stop after epoch {}: val_loss has not improved by more than "
+      "0.0001 for 3 epochs (best {:.6g} at epoch {}); the parameters of "
+      "epoch {} are back\n",
+      stop, h.best_value, h.best_epoch, h.best_epoch);
   EXPECT_NE(printed.find(expected_line), std::string::npos) << printed;
   std::fclose(out);
 
   // A later fit continues: epochs{n} is n more, from the best parameters, and the log grows.
   const auto more = t.fit(d.train, epochs{2},
-                          {.validation = &d.val, .progress = progress_mode::none, .metrics_log = log,
+                          {.validation = &d.val,
+                           .progress = progress_mode::none,
+                           .metrics_log = log,
                            .early_stop = early_stopping{.patience = 3}});
   ASSERT_FALSE(more.epochs.empty());
   EXPECT_EQ(more.epochs.front().epoch, stop + 1);
@@ -197,8 +200,8 @@ TEST(trainer_metrics, a_run_resumed_from_a_checkpoint_stops_and_restores_as_the_
   noisy d;
   const fs::path best = temp("resume_best.kiln"), ckpt = temp("resume.kiln");
   auto options = [&](bool keep) {
-    fit_options o{.validation = &d.val, .seed = 3, .progress = progress_mode::none,
-                  .early_stop = early_stopping{.patience = 3}};
+    fit_options o{
+        .validation = &d.val, .seed = 3, .progress = progress_mode::none, .early_stop = early_stopping{.patience = 3}};
     if (keep) o.keep_best = best_checkpoint{.file = best};
     return o;
   };
@@ -206,7 +209,8 @@ TEST(trainer_metrics, a_run_resumed_from_a_checkpoint_stops_and_restores_as_the_
   trainer ta{a, sgd{.lr = 0.2f, .momentum = 0.9f}};
   const auto straight = ta.fit(d.train, epochs{40}, options(true));
   ASSERT_TRUE(straight.stopped_early);
-  const std::size_t stop = straight.epochs.size(), cut = stop - 1;  // 2 epochs past the best: not in memory after a load
+  const std::size_t stop = straight.epochs.size(),
+                    cut = stop - 1;  // 2 epochs past the best: not in memory after a load
   ASSERT_GT(cut, straight.best_epoch);
 
   for (const bool keep : {true, false}) {
@@ -236,6 +240,27 @@ TEST(trainer_metrics, a_run_resumed_from_a_checkpoint_stops_and_restores_as_the_
   fs::remove(ckpt);
 }
 
+TEST(trainer_metrics, a_fit_that_watches_another_metric_starts_a_new_record) {
+  noisy d;
+  auto p = compile<net, batch<8>>(1);
+  trainer t{p, sgd{.lr = 0.2f, .momentum = 0.9f}};
+  const auto first = t.fit(d.train, epochs{8}, {.validation = &d.val, .progress = progress_mode::none,
+                                                 .early_stop = early_stopping{.patience = 50}});
+  EXPECT_TRUE(first.epochs.front().best);
+  // The same metric: the record goes on (epoch 9 is the best only if it beats the first eight).
+  const auto same = t.fit(d.train, epochs{1}, {.validation = &d.val, .progress = progress_mode::none,
+                                                .early_stop = early_stopping{.patience = 50}});
+  double lowest = first.epochs.front().validation->loss;
+  for (const auto& e : first.epochs) lowest = std::min(lowest, e.validation->loss);
+  EXPECT_EQ(same.epochs.front().best, same.epochs.front().validation->loss < lowest - 1e-4);
+  // Another metric: a loss is no accuracy, so the record starts over.
+  const auto other = t.fit(d.train, epochs{1},
+                           {.validation = &d.val, .progress = progress_mode::none,
+                            .early_stop = early_stopping{.metric = monitor::val_accuracy, .patience = 50}});
+  EXPECT_TRUE(other.epochs.front().best);
+  EXPECT_EQ(other.best_epoch, 10u);
+}
+
 TEST(trainer_metrics, epochs_n_means_n_more) {
   const dataset d = blobs(32, 1);
   std::FILE* out = std::tmpfile();
@@ -256,7 +281,9 @@ TEST(trainer_metrics, watched_metrics_must_agree_and_exist) {
   trainer t{p, sgd{}};
   try {
     t.fit(d, epochs{1},
-          {.validation = &d, .progress = progress_mode::none, .plateau = reduce_on_plateau{},
+          {.validation = &d,
+           .progress = progress_mode::none,
+           .plateau = reduce_on_plateau{},
            .early_stop = early_stopping{.metric = monitor::val_accuracy}});
     FAIL() << "two metrics were watched";
   } catch (const std::invalid_argument& e) {
@@ -266,14 +293,16 @@ TEST(trainer_metrics, watched_metrics_must_agree_and_exist) {
                  "the same metric");
   }
   try {
-    t.fit(d, epochs{1}, {.validation = &d, .progress = progress_mode::none,
-                         .early_stop = early_stopping{.metric = monitor::val_r2}});
+    t.fit(d, epochs{1},
+          {.validation = &d, .progress = progress_mode::none, .early_stop = early_stopping{.metric = monitor::val_r2}});
     FAIL() << "R² of a classifier";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "kiln::trainer::fit: the watched metric val_r2 needs a loss of real targets (mse)");
   }
-  EXPECT_THROW(t.fit(d, epochs{1}, {.validation = &d, .progress = progress_mode::none,
-                                    .early_stop = early_stopping{.metric = monitor::val_top_k_accuracy}}),
+  EXPECT_THROW(t.fit(d, epochs{1},
+                     {.validation = &d,
+                      .progress = progress_mode::none,
+                      .early_stop = early_stopping{.metric = monitor::val_top_k_accuracy}}),
                std::invalid_argument);  // metrics.top_k not asked
   EXPECT_THROW(t.fit(d, epochs{1}, {.progress = progress_mode::none, .keep_best = best_checkpoint{.file = "x"}}),
                std::invalid_argument);  // no validation set

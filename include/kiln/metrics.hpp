@@ -144,8 +144,8 @@ class classification_metrics {
   /// Adds another accumulator's counts (of as many classes).
   void merge(const classification_metrics& o) {
     if (o.classes_ != classes_)
-      throw std::invalid_argument(fmt::format("kiln::classification_metrics::merge: {} classes into {}", o.classes_,
-                                              classes_));
+      throw std::invalid_argument(
+          fmt::format("kiln::classification_metrics::merge: {} classes into {}", o.classes_, classes_));
     for (std::size_t i = 0; i < confusion_.size(); ++i) confusion_[i] += o.confusion_[i];
     for (std::size_t i = 0; i < ranks_.size(); ++i) ranks_[i] += o.ranks_[i];
     ranked_ += o.ranked_;
@@ -159,9 +159,9 @@ class classification_metrics {
  private:
   std::uint32_t check_label(std::uint32_t v, std::size_t row, const char* what = "label") const {
     if (v >= classes_)
-      throw std::out_of_range(
-          fmt::format("kiln::classification_metrics::add: {} {} (row {}) is out of range: there are {} classes (0 to {})",
-                      what, v, row, classes_, classes_ - 1));
+      throw std::out_of_range(fmt::format(
+          "kiln::classification_metrics::add: {} {} (row {}) is out of range: there are {} classes (0 to {})", what, v,
+          row, classes_, classes_ - 1));
     return v;
   }
   std::uint64_t hits(std::size_t c) const noexcept { return confusion_[c * classes_ + c]; }
@@ -196,7 +196,8 @@ class classification_metrics {
 
 class regression_metrics {
  public:
-  explicit regression_metrics(std::size_t outputs = 1) : outputs_(outputs), mean_(outputs), m2_(outputs), sse_(outputs) {
+  explicit regression_metrics(std::size_t outputs = 1)
+      : outputs_(outputs), mean_(outputs), m2_(outputs), sse_(outputs) {
     if (outputs == 0) throw std::invalid_argument("kiln::regression_metrics: the number of outputs must be > 0");
   }
 
@@ -282,8 +283,8 @@ class regression_metrics {
 
   std::size_t outputs_;
   std::uint64_t n_ = 0;
-  double sae_ = 0;                          ///< Σ |y − t| over every element
-  std::vector<double> mean_, m2_, sse_;     ///< per output: targets' mean, Σ (t − mean)², Σ (y − t)²
+  double sae_ = 0;                       ///< Σ |y − t| over every element
+  std::vector<double> mean_, m2_, sse_;  ///< per output: targets' mean, Σ (t − mean)², Σ (y − t)²
 };
 
 }  // namespace kiln

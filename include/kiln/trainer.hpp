@@ -167,6 +167,7 @@ class trainer {
   fit_history fit_here(const dataset& train, epochs n, const fit_options& o) {
     detail::check_dataset<Program>(train, "training set");
     if (o.validation) detail::check_dataset<Program>(*o.validation, "validation set");
+    best_.start(detail::watched_metric(o, detail::is_classifier<Program>, detail::is_regression<Program>));
     std::optional<fmt::ostream> log;
     if (!o.metrics_log.empty() && distributed::is_primary()) {
       // A fresh run starts the log; a continued or resumed one appends to it.
@@ -197,8 +198,6 @@ class trainer {
                       "one step of {} (use remainder::wrap to repeat samples)",
                       train.name, train.size(), sampler.step_size()));
     }
-
-    best_.watched = detail::watched_metric(o, detail::is_classifier<Program>, detail::is_regression<Program>);
 
     stop_requested_ = false;
     const std::size_t last_epoch = epoch_ + n.count;
@@ -257,7 +256,8 @@ class trainer {
       m.lr = optimizer_.lr;
       if (o.validation) m.validation = evaluate(*o.validation, o.metrics);
       std::string not_restored;
-      best_.after_epoch(o, program_, epoch_, m, history, lr_scale_, not_restored, [&] { save(o.keep_best->file, o.seed); });
+      best_.after_epoch(o, program_, epoch_, m, history, lr_scale_, not_restored,
+                        [&] { save(o.keep_best->file, o.seed); });
       stop_requested_ = stop_requested_ || history.stopped_early;
       if (!o.checkpoint_dir.empty() && primary) rotate_checkpoints(o);
       bar.clear();

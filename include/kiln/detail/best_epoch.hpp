@@ -55,7 +55,8 @@ inline std::optional<monitor> watched_metric(const fit_options& o, bool classifi
         "give fit_options::validation");
   const char* missing = nullptr;
   switch (*which) {
-    case monitor::val_loss: break;
+    case monitor::val_loss:
+      break;
     case monitor::val_accuracy:
       if (!classifier) missing = "a loss that scores class labels (softmax_cross_entropy)";
       break;
@@ -144,12 +145,24 @@ class best_watch {
   double best_metric = 0.0;  ///< the best value so far, as "lower is better" (an accuracy negated)
   std::size_t stale_epochs = 0;
   bool has_best = false;
-  std::optional<monitor> watched;
+  std::optional<monitor> watched;  ///< by this fit
+
+  /// At the start of a fit: a record of another metric (an earlier fit's in
+  /// this process) starts over. (A loaded record's metric is not known.)
+  void start(std::optional<monitor> metric) {
+    if (metric && recorded_ && *recorded_ != *metric) {
+      has_best = false;
+      stale_epochs = 0;
+      snapshot_.forget();
+    }
+    watched = metric;
+  }
 
   /// After trainer::load: the loaded parameters are the best epoch's when
   /// the record says it was the last one.
   template <class Program>
   void loaded(Program& program, std::size_t epoch) {
+    recorded_.reset();
     snapshot_.forget();
     if (has_best && stale_epochs == 0) snapshot_.take(program.parameters(), program.state(), epoch);
   }
@@ -162,6 +175,7 @@ class best_watch {
   void after_epoch(const fit_options& o, Program& program, std::size_t epoch, epoch_metrics& m, fit_history& history,
                    double& lr_scale, std::string& not_restored, SaveBest&& save_best) {
     if (!watched) return;
+    recorded_ = watched;
     const double delta = watch_delta(o);
     const double v = monitored(*watched, *m.validation);
     const double value = lower_is_better(*watched) ? v : -v;
@@ -195,6 +209,7 @@ class best_watch {
 
  private:
   best_snapshot<T> snapshot_;
+  std::optional<monitor> recorded_;  ///< the metric the record holds, when known
 };
 
 inline std::string early_stop_line(const fit_history& h, std::size_t epoch, const std::string& not_restored) {
@@ -208,8 +223,10 @@ inline std::string json_string(std::string_view v) {
   std::string s = "\"";
   for (const char c : v) {
     if (c == '"' || c == '\\') s += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) s += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-    else s += c;
+    if (static_cast<unsigned char>(c) < 0x20)
+      s += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    else
+      s += c;
   }
   return s + '"';
 }

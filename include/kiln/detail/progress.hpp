@@ -87,8 +87,7 @@ class progress_bar {
     if (step != steps && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     const std::size_t width = width_ ? width_ : terminal_width(out_);
-    fmt::print(out_, "\r\033[K{}",
-               progress_line(width, epoch, epochs, step, steps, loss, samples_per_second, elapsed));
+    fmt::print(out_, "\r\033[K{}", progress_line(width, epoch, epochs, step, steps, loss, samples_per_second, elapsed));
     std::fflush(out_);
   }
   void clear() {
