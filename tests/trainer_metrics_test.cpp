@@ -198,11 +198,12 @@ TEST(trainer_metrics, early_stopping_restores_the_best_epoch_bit_for_bit_and_say
 
 TEST(trainer_metrics, a_run_resumed_from_a_checkpoint_stops_and_restores_as_the_straight_run) {
   noisy d;
-  const fs::path best = temp("resume_best.kiln"), ckpt = temp("resume.kiln");
+  const fs::path best = temp("resume_best.kiln"), ckpt = temp("resume.kiln"), log = temp("resume.jsonl");
   auto options = [&](bool keep) {
     fit_options o{
         .validation = &d.val, .seed = 3, .progress = progress_mode::none, .early_stop = early_stopping{.patience = 3}};
     if (keep) o.keep_best = best_checkpoint{.file = best};
+    o.metrics_log = log;
     return o;
   };
   auto a = compile<net, batch<8>>(1);
@@ -233,11 +234,18 @@ TEST(trainer_metrics, a_run_resumed_from_a_checkpoint_stops_and_restores_as_the_
     } else {
       EXPECT_FALSE(resumed.restored_best);  // nothing kept it: said so, and the last parameters stay
       EXPECT_NE(resumed.stop_reason.find("val_loss has not improved"), std::string::npos);
+      const auto why = read_log(log).back();
+      EXPECT_EQ(why["restored"], false);
+      EXPECT_EQ(why["why_not_restored"],
+                fmt::format("the parameters of epoch {} were not kept in memory (it came before trainer::load, or "
+                            "before this fit's early_stopping); give fit_options::keep_best to keep them on disk",
+                            straight.best_epoch));
       EXPECT_NE(params_of(c), params_of(a));
     }
   }
   fs::remove(best);
   fs::remove(ckpt);
+  fs::remove(log);
 }
 
 TEST(trainer_metrics, a_fit_that_watches_another_metric_starts_a_new_record) {

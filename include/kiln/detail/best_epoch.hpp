@@ -118,9 +118,11 @@ bool restore_best(Program& program, const best_snapshot<T>& snapshot, const fit_
     return true;
   }
   if (!o.keep_best || distributed::ranks() > 1) {
-    why_not = fmt::format("epoch {} came before trainer::load and its parameters were not kept{}", best,
-                          o.keep_best ? " (keep_best's file is not read across processes)"
-                                      : "; give fit_options::keep_best to keep them on disk");
+    why_not = fmt::format(
+        "the parameters of epoch {} were not kept in memory (it came before trainer::load, or before this fit's "
+        "early_stopping){}",
+        best, o.keep_best ? ", and keep_best's file is not read across processes"
+                          : "; give fit_options::keep_best to keep them on disk");
     return false;
   }
   best_snapshot<T> last;
@@ -234,7 +236,7 @@ inline std::string json_string(std::string_view v) {
 inline std::string early_stop_json(const fit_history& h, std::size_t epoch, const std::string& metric,
                                    const early_stopping& e, const std::string& not_restored) {
   std::string s = fmt::format(
-      R"({{"event":"early_stop","epoch":{},"monitor":"{}","patience":{},"min_delta":{},"best_epoch":{},"best":{},)"
+      R"({{"event":"early_stop","epoch":{},"monitor":"{}","patience":{},"min_delta":{},"best_epoch":{},"best_value":{},)"
       R"("restored":{})",
       epoch, metric, e.patience, json_number(e.min_delta), h.best_epoch, json_number(h.best_value), h.restored_best);
   if (!not_restored.empty()) s += fmt::format(R"(,"why_not_restored":{})", json_string(not_restored));
