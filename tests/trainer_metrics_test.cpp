@@ -252,18 +252,21 @@ TEST(trainer_metrics, a_fit_that_watches_another_metric_starts_a_new_record) {
   noisy d;
   auto p = compile<net, batch<8>>(1);
   trainer t{p, sgd{.lr = 0.2f, .momentum = 0.9f}};
-  const auto first = t.fit(d.train, epochs{8}, {.validation = &d.val, .progress = progress_mode::none,
-                                                 .early_stop = early_stopping{.patience = 50}});
+  const auto first =
+      t.fit(d.train, epochs{8},
+            {.validation = &d.val, .progress = progress_mode::none, .early_stop = early_stopping{.patience = 50}});
   EXPECT_TRUE(first.epochs.front().best);
   // The same metric: the record goes on (epoch 9 is the best only if it beats the first eight).
-  const auto same = t.fit(d.train, epochs{1}, {.validation = &d.val, .progress = progress_mode::none,
-                                                .early_stop = early_stopping{.patience = 50}});
+  const auto same =
+      t.fit(d.train, epochs{1},
+            {.validation = &d.val, .progress = progress_mode::none, .early_stop = early_stopping{.patience = 50}});
   double lowest = first.epochs.front().validation->loss;
   for (const auto& e : first.epochs) lowest = std::min(lowest, e.validation->loss);
   EXPECT_EQ(same.epochs.front().best, same.epochs.front().validation->loss < lowest - 1e-4);
   // Another metric: a loss is no accuracy, so the record starts over.
   const auto other = t.fit(d.train, epochs{1},
-                           {.validation = &d.val, .progress = progress_mode::none,
+                           {.validation = &d.val,
+                            .progress = progress_mode::none,
                             .early_stop = early_stopping{.metric = monitor::val_accuracy, .patience = 50}});
   EXPECT_TRUE(other.epochs.front().best);
   EXPECT_EQ(other.best_epoch, 10u);
@@ -332,7 +335,9 @@ TEST(progress, the_line_fits_the_width) {
   const std::string eighty = detail::progress_line(80, 1, 2, 5, 10, 0.5, 100, 1);
   EXPECT_EQ(eighty, "epoch 1/2 [=============              ] 5/10 loss 0.5000 100 samples/s ETA 0:01");
   EXPECT_EQ(eighty.size(), 79u);
-  EXPECT_EQ(detail::progress_line(30, 1, 2, 5, 10, 0.5, 100, 1), "epoch 1/2 5/10 loss 0.5000");  // no room for a bar
+  EXPECT_EQ(detail::progress_line(40, 1, 2, 5, 10, 0.5, 100, 1), "epoch 1/2 5/10 loss 0.5000 ETA 0:01");  // no bar
+  EXPECT_EQ(detail::progress_line(30, 1, 2, 5, 10, 0.5, 100, 1), "epoch 1/2 5/10 loss 0.5000");
+  EXPECT_EQ(detail::progress_line(12, 1, 2, 5, 10, 0.5, 100, 1), "epoch 1/2 5");
 }
 
 TEST(progress, the_bar_follows_columns_when_it_cannot_ask_the_terminal) {

@@ -4,7 +4,8 @@
 //   progress_bar   one line redrawn in place ("\r\033[K" then the text), at
 //                  most 10 times a second and at an epoch's last step, never
 //                  wider than the terminal: the bar shrinks first, then the
-//                  rate, then the ETA go, and what is left is cut.
+//                  rate goes, then the bar, then the ETA, and what is left is
+//                  cut.
 //   terminal_width the width of the terminal a FILE is on (TIOCGWINSZ, asked
 //                  at each redraw so a resized window is followed), else
 //                  $COLUMNS, else 80.
@@ -62,16 +63,18 @@ inline std::string progress_line(std::size_t width, std::size_t epoch, std::size
   const std::string counts = fmt::format("{}/{} loss {:.4f}", step, steps, loss);
   const std::string rate = fmt::format(" {:.0f} samples/s", samples_per_second);
   const std::string eta_text = fmt::format(" ETA {}", format_duration(eta));
-  // Drop the rate, then the ETA, until a bar of 10 fits; else no bar.
-  for (const std::string& tail : {rate + eta_text, eta_text, std::string()}) {
+  // Drop the rate until a bar of 10 fits; else no bar.
+  for (const std::string& tail : {rate + eta_text, eta_text}) {
     const std::size_t fixed = head.size() + counts.size() + tail.size() + 4;  // " [" "] "
     if (fixed + 10 > room) continue;
     const std::size_t bar = std::min<std::size_t>(room - fixed, 40);
     const std::size_t filled = steps ? bar * step / steps : bar;
     return fmt::format("{} [{}{}] {}{}", head, std::string(filled, '='), std::string(bar - filled, ' '), counts, tail);
   }
-  std::string plain = fmt::format("{} {}", head, counts);
-  return plain.substr(0, std::min(plain.size(), room));
+  // No room for a bar: the counts, and the ETA if it fits; else cut.
+  std::string plain = fmt::format("{} {}{}", head, counts, eta_text);
+  if (plain.size() > room) plain.resize(std::min(head.size() + 1 + counts.size(), room));
+  return plain;
 }
 
 /// A progress bar redrawn in place on a terminal, or nothing between the
