@@ -248,6 +248,34 @@ TEST(trainer_metrics, a_run_resumed_from_a_checkpoint_stops_and_restores_as_the_
   fs::remove(log);
 }
 
+TEST(trainer_metrics, resuming_from_the_stopping_epochs_checkpoint_continues_as_the_stopped_trainer) {
+  noisy d;
+  const fs::path dir = temp("stop_dir"), best = temp("stop_dir_best.kiln");
+  fs::remove_all(dir);
+  const fit_options o{.validation = &d.val,
+                      .seed = 2,
+                      .progress = progress_mode::none,
+                      .checkpoint_dir = dir,
+                      .early_stop = early_stopping{.patience = 2},
+                      .keep_best = best_checkpoint{.file = best}};
+  auto a = compile<net, batch<8>>(1);
+  trainer ta{a, sgd{.lr = 0.2f, .momentum = 0.9f}};
+  const auto h = ta.fit(d.train, epochs{40}, o);
+  ASSERT_TRUE(h.stopped_early);
+  const std::size_t stop = h.epochs.size();
+  auto b = compile<net, batch<8>>(3);
+  trainer tb{b, sgd{.lr = 0.2f, .momentum = 0.9f}};
+  tb.load(dir / checkpoint_file_name(stop));
+  EXPECT_EQ(params_of(b), params_of(a));  // the stopping epoch's checkpoint holds the best parameters
+  const auto more_a = ta.fit(d.train, epochs{3}, o), more_b = tb.fit(d.train, epochs{3}, o);
+  EXPECT_EQ(more_a.epochs.size(), more_b.epochs.size());
+  EXPECT_EQ(more_a.stopped_early, more_b.stopped_early);
+  EXPECT_EQ(tb.epochs_done(), ta.epochs_done());
+  EXPECT_EQ(params_of(b), params_of(a));  // bit for bit, stopped again or not
+  fs::remove_all(dir);
+  fs::remove(best);
+}
+
 TEST(trainer_metrics, a_fit_that_watches_another_metric_starts_a_new_record) {
   noisy d;
   auto p = compile<net, batch<8>>(1);
