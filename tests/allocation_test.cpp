@@ -159,4 +159,37 @@ TEST(allocation, bf16_transformer_step_allocates_nothing) {
 TEST(allocation, double_precision_step_allocates_nothing) {
   expect_allocation_free_steps<model<input<300>, dense<200>, sigmoid, dense<10>>, batch<32>, precision<double>>();
 }
+
+TEST(allocation, metrics_add_allocates_nothing) {
+  classification_metrics c(10);
+  regression_metrics r(3);
+  const std::vector<float> scores(64 * 10, 0.5f), y(63, 1.0f), t(63, 2.0f);
+  const std::vector<std::uint32_t> labels(64, 7);
+  const long before = allocations;
+  for (int batch = 0; batch < 5; ++batch) {
+    c.add(std::span<const float>(scores), std::span<const std::uint32_t>(labels));
+    c.add(std::uint32_t{1}, std::uint32_t{2});
+    r.add(std::span<const float>(y), std::span<const float>(t));
+  }
+  EXPECT_EQ(allocations - before, 0) << "allocations while adding 5 batches";
+  EXPECT_EQ(c.count(), 5u * 65);
+}
+TEST(allocation, evaluate_with_metrics_allocates_the_same_for_any_number_of_batches) {
+  auto p = compile<model<input<4>, dense<8>, relu, dense<5>>, batch<8>>(1);
+  trainer t{p, sgd{}};
+  const auto data = [](std::size_t n) {
+    dataset d{"allocation", {4}, std::vector<float>(n * 4, 0.5f), std::vector<std::uint32_t>(n, 2), {}, 0};
+    return d;
+  };
+  const dataset few = data(8 * 2), many = data(8 * 40 + 3);
+  const metric_options all{.top_k = 3, .per_class = true, .confusion = true};
+  const auto count = [&](const dataset& d) {
+    const long before = allocations;
+    const evaluation e = t.evaluate(d, all);
+    EXPECT_EQ(e.classification->count(), d.size());
+    return allocations - before;
+  };
+  count(few);  // once, for anything a first call sets up
+  EXPECT_EQ(count(few), count(many)) << "evaluate allocates per batch";
+}
 }  // namespace

@@ -44,6 +44,7 @@
 #include <kiln/layers/unembed.hpp>
 #include <kiln/losses/mse.hpp>
 #include <kiln/losses/softmax_cross_entropy.hpp>
+#include <kiln/metrics.hpp>
 #include <kiln/model.hpp>
 #include <kiln/options.hpp>
 #include <kiln/optim/adam.hpp>

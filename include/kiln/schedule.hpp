@@ -106,8 +106,11 @@ operator>>(const A& a, const B& b) {
   return schedule(a) >> schedule(b);
 }
 
-/// Which validation number a plateau or early stop watches.
-enum class monitor { val_loss, val_accuracy };
+/// Which validation number a plateau, an early stop or keep_best watches.
+/// Loss, MSE and MAE improve downwards, the others upwards.
+/// val_top_k_accuracy needs fit_options::metrics.top_k, val_macro_f1
+/// metrics.per_class; val_mse, val_mae and val_r2 are a regression's.
+enum class monitor { val_loss, val_accuracy, val_top_k_accuracy, val_macro_f1, val_mse, val_mae, val_r2 };
 
 /// Multiply the rate by `factor` when `metric` has not improved by more than
 /// `min_delta` for `patience` epochs; never below `min_factor`.
@@ -120,11 +123,13 @@ struct reduce_on_plateau {
 };
 
 /// Stop training when `metric` has not improved by more than `min_delta`
-/// for `patience` epochs.
+/// for `patience` epochs; then put back the parameters of the best epoch
+/// unless `restore_best` is false.
 struct early_stopping {
   kiln::monitor metric = monitor::val_loss;
   std::size_t patience = 3;
   double min_delta = 1e-4;
+  bool restore_best = true;
 };
 
 }  // namespace kiln

@@ -8,8 +8,13 @@
 //             B samples (the remainder dropped, or wrapped: `remainder::wrap`),
 //             each a kiln::train_step; progress on a terminal or one line per
 //             epoch; a JSON line per epoch to `metrics_log` when given.
+//             `epochs{n}` is n more epochs (see kiln/fit_options.hpp).
 //   evaluate  mean loss and accuracy over every sample (the last batch padded
-//             and masked, so nothing is skipped and shapes stay static).
+//             and masked, so nothing is skipped and shapes stay static), and
+//             the metrics asked for (kiln/metrics.hpp; a regression's always).
+//   best      plateau, early stop and keep_best watch one validation metric;
+//             early stopping puts the best epoch's parameters back (from
+//             memory, or from keep_best's file after a load), and says why.
 //   predict   the model's output for every sample (n × output size).
 //   Also: what fit_options (kiln/fit_options.hpp) turns on; save / load.
 //
@@ -50,10 +55,13 @@
 #include <kiln/checkpoint.hpp>
 #include <kiln/compile.hpp>
 #include <kiln/data/dataset.hpp>
+#include <kiln/detail/best_epoch.hpp>
 #include <kiln/detail/dataset_fit.hpp>
+#include <kiln/detail/validation_metrics.hpp>
 #include <kiln/fit_options.hpp>
 #include <kiln/detail/progress.hpp>
 #include <kiln/distributed.hpp>
+#include <kiln/metrics.hpp>
 #include <kiln/optim/optimizer.hpp>
 #include <kiln/optim/sgd.hpp>
 #include <kiln/random.hpp>
@@ -110,22 +118,24 @@ class trainer {
   void save(const std::filesystem::path& file, std::uint64_t seed = 0) const {
     save_checkpoint(
         file, program_, std::span<const scalar>(state_.buffer()), Optimizer::name,
-        training_position{epoch_, program_.step(), seed, {}, lr_scale_, best_metric_, stale_epochs_, has_best_,
-                          partial_steps_});
+        training_position{epoch_, program_.step(), seed, {}, lr_scale_, best_.best_metric, best_.stale_epochs,
+                          best_.has_best, partial_steps_});
   }
   /// Restores what save() wrote; the next fit() continues with the epoch
-  /// after the saved one, so with the same fit seed the run continues exactly
-  /// as if it had not stopped. Throws kiln::checkpoint_error, changing
-  /// nothing, if the file is not a checkpoint of this model and optimizer.
+  /// after the saved one (fit's epochs{n}: n more), so with the same fit seed
+  /// the run continues exactly as if it had not stopped. Throws
+  /// kiln::checkpoint_error, changing nothing, if the file is not a
+  /// checkpoint of this model and optimizer.
   training_position load(const std::filesystem::path& file) {
     const training_position at = load_checkpoint(file, program_, state_.buffer(), Optimizer::name);
     epoch_ = static_cast<std::size_t>(at.epoch);
     program_.set_step(at.step);
     lr_scale_ = at.lr_scale;
-    best_metric_ = at.best_metric;
-    stale_epochs_ = static_cast<std::size_t>(at.stale_epochs);
-    has_best_ = at.has_best != 0;
+    best_.best_metric = at.best_metric;
+    best_.stale_epochs = static_cast<std::size_t>(at.stale_epochs);
+    best_.has_best = at.has_best != 0;
     partial_steps_ = static_cast<std::size_t>(at.step_in_epoch);
+    best_.loaded(program_, epoch_);
     return at;
   }
 
@@ -157,6 +167,7 @@ class trainer {
   fit_history fit_here(const dataset& train, epochs n, const fit_options& o) {
     detail::check_dataset<Program>(train, "training set");
     if (o.validation) detail::check_dataset<Program>(*o.validation, "validation set");
+    best_.start(detail::watched_metric(o, detail::is_classifier<Program>, detail::is_regression<Program>));
     std::optional<fmt::ostream> log;
     if (!o.metrics_log.empty() && distributed::is_primary()) {
       // A fresh run starts the log; a continued or resumed one appends to it.
@@ -166,8 +177,7 @@ class trainer {
     }
     // Under MPI only rank 0 prints and writes files.
     const bool primary = distributed::is_primary();
-    const bool live = primary && (o.progress == progress_mode::bar ||
-                                  (o.progress == progress_mode::automatic && detail::is_terminal(o.output)));
+    const bool live = detail::draws_live(o.progress, o.output, primary);
     const bool lines = primary && o.progress != progress_mode::none && o.output;
     detail::progress_bar bar(o.output, live);
 
@@ -187,12 +197,6 @@ class trainer {
           fmt::format("kiln::trainer::fit: the training set '{}' has {} samples, fewer than "
                       "one step of {} (use remainder::wrap to repeat samples)",
                       train.name, train.size(), sampler.step_size()));
-    }
-
-    if ((o.plateau || o.early_stop) && !o.validation) {
-      throw std::invalid_argument(
-          "kiln::trainer::fit: reduce_on_plateau and early_stopping watch the validation set; "
-          "give fit_options::validation");
     }
 
     stop_requested_ = false;
@@ -250,12 +254,21 @@ class trainer {
       if (Program::bound_loss::has_accuracy)
         m.train.accuracy = static_cast<double>(correct) / std::max<double>(static_cast<double>(predictions), 1);
       m.lr = optimizer_.lr;
-      if (o.validation) m.validation = evaluate(*o.validation);
-      watch(o, m, history);
+      if (o.validation) m.validation = evaluate(*o.validation, o.metrics);
+      std::string not_restored;
+      best_.after_epoch(o, program_, epoch_, m, history, lr_scale_, not_restored,
+                        [&] { save(o.keep_best->file, o.seed); });
+      stop_requested_ = stop_requested_ || history.stopped_early;
       if (!o.checkpoint_dir.empty() && primary) rotate_checkpoints(o);
       bar.clear();
       if (lines) fmt::print(o.output, "{}\n", detail::describe(m, last_epoch));
       if (log) log->print("{}\n", detail::to_json(m));
+      if (history.stopped_early) {
+        if (lines) fmt::print(o.output, "{}\n", detail::early_stop_line(history, e, not_restored));
+        if (log)
+          log->print("{}\n", detail::early_stop_json(history, e, detail::monitor_name(*best_.watched, o.metrics.top_k),
+                                                     *o.early_stop, not_restored));
+      }
       if (o.output) std::fflush(o.output);
       history.epochs.push_back(m);
       if (o.on_epoch_end) o.on_epoch_end(history.epochs.back());
@@ -263,44 +276,22 @@ class trainer {
     return history;
   }
 
-  /// reduce_on_plateau and early_stopping, after an epoch's validation.
-  void watch(const fit_options& o, epoch_metrics& m, fit_history& history) {
-    if (!o.plateau && !o.early_stop) return;
-    const monitor which = o.plateau ? o.plateau->metric : o.early_stop->metric;
-    const double delta = o.plateau ? o.plateau->min_delta : o.early_stop->min_delta;
-    // Larger is better for accuracy; compare on "loss-like" values.
-    const double value = which == monitor::val_loss ? m.validation->loss : -m.validation->accuracy;
-    if (!has_best_ || value < best_metric_ - delta) {
-      best_metric_ = value;
-      has_best_ = true;
-      stale_epochs_ = 0;
-      return;
-    }
-    ++stale_epochs_;
-    // Every `patience` epochs without improvement lower the rate once more.
-    if (o.plateau && o.plateau->patience > 0 && stale_epochs_ % o.plateau->patience == 0) {
-      lr_scale_ = std::max(lr_scale_ * o.plateau->factor, o.plateau->min_factor);
-      m.lr_reduced = true;
-    }
-    if (o.early_stop && stale_epochs_ >= o.early_stop->patience) {
-      history.stopped_early = true;
-      stop_requested_ = true;
-    }
-  }
-
  public:
-  /// Mean loss and accuracy over every sample of `d`.
-  evaluation evaluate(const dataset& d) {
+  /// Mean loss and accuracy over every sample of `d`, and the metrics
+  /// `asked` (a regression's MSE, MAE and R² always).
+  evaluation evaluate(const dataset& d, const metric_options& asked = {}) {
     detail::check_dataset<Program>(d, "evaluation set");
     double loss_sum = 0;
     std::size_t correct = 0, predictions = 0;
+    evaluation ev;
+    detail::start_metrics<Program>(ev, asked);
     for_each_batch(d, [&](std::size_t valid) {
       const loss_value r = program_.evaluate(std::span<const target_type>(targets_), valid);
       loss_sum += r.loss * static_cast<double>(valid);
       correct += r.correct;
       predictions += r.predictions;
+      detail::add_metrics<Program>(ev, program_.output(), std::span<const target_type>(targets_), valid);
     });
-    evaluation ev;
     ev.samples = d.size();
     ev.loss = d.size() ? loss_sum / static_cast<double>(d.size()) : 0.0;
     if (Program::bound_loss::has_accuracy)
@@ -388,11 +379,9 @@ class trainer {
   std::size_t epoch_ = 0;
   double base_lr_;
   double lr_scale_ = 1.0;
-  double best_metric_ = 0.0;
-  std::size_t stale_epochs_ = 0;
-  bool has_best_ = false;
   bool stop_requested_ = false;
   std::size_t partial_steps_ = 0;  ///< steps done of an epoch stop() cut short
+  detail::best_watch<scalar> best_;  ///< plateau, early stop, keep_best: the best value and epoch
 };
 
 }  // namespace kiln

@@ -1,0 +1,31 @@
+# scripts/plot-metrics draws a chosen metric (a regression log's too), with
+# labelled axes, as PNG and SVG, and refuses a metric the log does not hold.
+file(REMOVE ${WORK_DIR}/r2.png ${WORK_DIR}/regression.svg ${WORK_DIR}/none.svg)
+file(MAKE_DIRECTORY ${WORK_DIR})
+execute_process(COMMAND ${SCRIPT} -m val_r2 -m val_mae ${REGRESSION_LOG} ${WORK_DIR}/r2.png
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "plot-metrics -m val_r2 failed (${rc}):\n${out}\n${err}")
+endif()
+file(SIZE ${WORK_DIR}/r2.png size)
+file(READ ${WORK_DIR}/r2.png magic LIMIT 4 HEX)
+if(size LESS 1000 OR NOT magic STREQUAL "89504e47")
+  message(FATAL_ERROR "r2.png is not a PNG of some size (${size} bytes, starts ${magic})")
+endif()
+execute_process(COMMAND ${SCRIPT} ${REGRESSION_LOG} ${WORK_DIR}/regression.svg RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "plot-metrics on a regression log failed (${rc}): ${err}")
+endif()
+file(READ ${WORK_DIR}/regression.svg svg)
+foreach(word "<svg" ">epoch<" ">loss<" ">val_r2<" ">validation<")  # axes and curves labelled
+  string(FIND "${svg}" "${word}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the regression plot lacks '${word}'")
+  endif()
+endforeach()
+execute_process(COMMAND ${SCRIPT} -m val_top5_accuracy ${REGRESSION_LOG} ${WORK_DIR}/none.svg
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+string(FIND "${err}" "has no metric 'val_top5_accuracy'" said)
+if(rc EQUAL 0 OR said EQUAL -1 OR EXISTS ${WORK_DIR}/none.svg)
+  message(FATAL_ERROR "a metric the log lacks was not refused (${rc}): ${err}")
+endif()
