@@ -14,8 +14,11 @@
 #include <kiln/checkpoint.hpp>
 #include <kiln/compile.hpp>
 #include <kiln/data/dataset.hpp>
+#include <kiln/data/dataset_view.hpp>
 #include <kiln/data/fashion_mnist.hpp>
 #include <kiln/data/idx.hpp>
+#include <kiln/data/sample_source.hpp>
+#include <kiln/data/split.hpp>
 #include <kiln/data/text.hpp>
 #include <kiln/distributed.hpp>
 #include <kiln/fit_options.hpp>
