@@ -17,6 +17,7 @@
 #include <kiln/data/dataset_view.hpp>
 #include <kiln/data/fashion_mnist.hpp>
 #include <kiln/data/idx.hpp>
+#include <kiln/data/npy.hpp>
 #include <kiln/data/sample_source.hpp>
 #include <kiln/data/split.hpp>
 #include <kiln/data/text.hpp>

@@ -23,14 +23,7 @@ class csv : public kiln::testing::file_test {
   }
   /// The message of the data_error that reading `f` with `o` throws.
   static std::string error_of(const std::filesystem::path& f, const kiln::csv::options& o = {}) {
-    try {
-      kiln::csv::read(f, o);
-    } catch (const data_error& e) {
-      EXPECT_EQ(e.file(), f);
-      return e.what();
-    }
-    ADD_FAILURE() << "no data_error for " << f;
-    return {};
+    return kiln::testing::error_of<data_error>([&] { kiln::csv::read(f, o); }, f);
   }
 };
 
