@@ -13,6 +13,7 @@
 #include <kiln/bf16.hpp>
 #include <kiln/checkpoint.hpp>
 #include <kiln/compile.hpp>
+#include <kiln/data/augment.hpp>
 #include <kiln/data/dataset.hpp>
 #include <kiln/data/dataset_view.hpp>
 #include <kiln/data/fashion_mnist.hpp>
