@@ -21,6 +21,7 @@
 #include <kiln/data/npy.hpp>
 #include <kiln/data/sample_source.hpp>
 #include <kiln/data/split.hpp>
+#include <kiln/data/streamed.hpp>
 #include <kiln/data/text.hpp>
 #include <kiln/distributed.hpp>
 #include <kiln/fit_options.hpp>

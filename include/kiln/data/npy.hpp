@@ -223,6 +223,16 @@ array<T> read(const std::filesystem::path& file) {
   return detail::as<T>(detail::read_raw(in, fail), fail);
 }
 
+/// Class labels from `file` (.npy of any integer type, shape (n)), each
+/// from 0 to 2^32 − 1: for a streamed_dataset, say.
+inline std::vector<std::uint32_t> read_labels(const std::filesystem::path& file) {
+  const auto fail = [&](const std::string& what) { throw data_error(file, what); };
+  kiln::detail::input_file in(file, fail);
+  const detail::raw r = detail::read_raw(in, fail);
+  if (r.header.shape.size() != 1) fail(fmt::format("labels of shape ({}): (n) is needed", fmt::join(r.header.shape, ", ")));
+  return detail::labels(r, fail);
+}
+
 /// A dataset from a features file (n, ...) of any number type, converted
 /// to float, and optionally a labels file (n) or (n, k) of integers.
 inline dataset load(const std::filesystem::path& features, const std::filesystem::path& labels = {}) {
