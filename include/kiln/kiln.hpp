@@ -13,9 +13,15 @@
 #include <kiln/bf16.hpp>
 #include <kiln/checkpoint.hpp>
 #include <kiln/compile.hpp>
+#include <kiln/data/augment.hpp>
 #include <kiln/data/dataset.hpp>
+#include <kiln/data/dataset_view.hpp>
 #include <kiln/data/fashion_mnist.hpp>
 #include <kiln/data/idx.hpp>
+#include <kiln/data/npy.hpp>
+#include <kiln/data/sample_source.hpp>
+#include <kiln/data/split.hpp>
+#include <kiln/data/streamed.hpp>
 #include <kiln/data/text.hpp>
 #include <kiln/distributed.hpp>
 #include <kiln/fit_options.hpp>

@@ -139,7 +139,10 @@ class trainer {
     return at;
   }
 
-  fit_history fit(const dataset& train, epochs n, const fit_options& o = {}) {
+  /// `train`: a dataset, or any kiln::sample_source (a dataset_view of your own memory, ...).
+  template <detail::trainer_data Data>
+  fit_history fit(const Data& data, epochs n, const fit_options& o = {}) {
+    const auto& train = detail::as_source(data);
     if (distributed::ranks() == 1) return fit_here(train, n, o);
     // Across processes, an error on one rank would leave the others waiting
     // in the next allreduce: report it and end the whole job instead.
@@ -155,8 +158,8 @@ class trainer {
   }
 
   /// `fit(data, 10)`: the number of passes is written kiln::epochs{10}.
-  template <std::integral Count>
-  fit_history fit(const dataset&, Count, const fit_options& = {}) {
+  template <detail::trainer_data Data, std::integral Count>
+  fit_history fit(const Data&, Count, const fit_options& = {}) {
     static_assert(diagnostics::fit_takes_the_number_of_passes_as_kiln_epochs<Count>,
                   "kiln::trainer::fit(data, n): give the number of passes as kiln::epochs{n}, e.g. "
                   "fit(data, epochs{10})");
@@ -164,7 +167,8 @@ class trainer {
   }
 
  private:
-  fit_history fit_here(const dataset& train, epochs n, const fit_options& o) {
+  template <sample_source Source>
+  fit_history fit_here(const Source& train, epochs n, const fit_options& o) {
     detail::check_dataset<Program>(train, "training set");
     if (o.validation) detail::check_dataset<Program>(*o.validation, "validation set");
     best_.start(detail::watched_metric(o, detail::is_classifier<Program>, detail::is_regression<Program>));
@@ -184,7 +188,7 @@ class trainer {
     fit_history history;
     // One order per epoch for every replica of every rank; this process's
     // replicas are workers rank·N … rank·N + N − 1 of the static sampler.
-    const static_sampler sampler{.samples = train.size(),
+    const static_sampler sampler{.samples = train.info().samples,
                                  .batch = Program::batch_size,
                                  .workers = Program::replicas * static_cast<std::size_t>(distributed::ranks()),
                                  .seed = o.seed,
@@ -196,10 +200,11 @@ class trainer {
       throw std::invalid_argument(
           fmt::format("kiln::trainer::fit: the training set '{}' has {} samples, fewer than "
                       "one step of {} (use remainder::wrap to repeat samples)",
-                      train.name, train.size(), sampler.step_size()));
+                      train.info().name, train.info().samples, sampler.step_size()));
     }
 
     stop_requested_ = false;
+    detail::batch_reader<Program> reader;
     const std::size_t last_epoch = epoch_ + n.count;
     for (std::size_t e = epoch_ + 1; e <= last_epoch && !stop_requested_; ++e) {
       const std::vector<std::size_t> order = sampler.order(e);
@@ -213,7 +218,8 @@ class trainer {
         for (std::size_t r = 0; r < Program::replicas; ++r)
           sampler.shard(order, s, first_worker + r,
                         std::span<std::size_t>(pick.data() + r * Program::batch_size, Program::batch_size));
-        load(train, pick, B);
+        reader.gather(train, pick, B, {.seed = o.seed, .epoch = e, .training = true}, program_.input(),
+                      std::span<target_type>(targets_));
         optimizer_.lr = static_cast<float>(base_lr_ * o.schedule(steps_done(), e) * lr_scale_);
         const loss_value r =
             kiln::train_step(program_, std::span<const target_type>(targets_), optimizer_, state_,
@@ -277,9 +283,12 @@ class trainer {
   }
 
  public:
-  /// Mean loss and accuracy over every sample of `d`, and the metrics
-  /// `asked` (a regression's MSE, MAE and R² always).
-  evaluation evaluate(const dataset& d, const metric_options& asked = {}) {
+  /// Mean loss and accuracy over every sample of `data` (a dataset or any
+  /// sample_source), and the metrics `asked` (a regression's MSE, MAE and R²
+  /// always).
+  template <detail::trainer_data Data>
+  evaluation evaluate(const Data& data, const metric_options& asked = {}) {
+    const auto& d = detail::as_source(data);
     detail::check_dataset<Program>(d, "evaluation set");
     double loss_sum = 0;
     std::size_t correct = 0, predictions = 0;
@@ -292,18 +301,20 @@ class trainer {
       predictions += r.predictions;
       detail::add_metrics<Program>(ev, program_.output(), std::span<const target_type>(targets_), valid);
     });
-    ev.samples = d.size();
-    ev.loss = d.size() ? loss_sum / static_cast<double>(d.size()) : 0.0;
+    ev.samples = d.info().samples;
+    ev.loss = ev.samples ? loss_sum / static_cast<double>(ev.samples) : 0.0;
     if (Program::bound_loss::has_accuracy)
       ev.accuracy = static_cast<double>(correct) / std::max<double>(static_cast<double>(predictions), 1);
     return ev;
   }
 
   /// The model's output for every sample of `d`: d.size() × output size.
-  std::vector<scalar> predict(const dataset& d) {
+  template <detail::trainer_data Data>
+  std::vector<scalar> predict(const Data& data) {
+    const auto& d = detail::as_source(data);
     detail::check_features<Program>(d, "prediction set");
     std::vector<scalar> out;
-    out.reserve(d.size() * Program::output_size);
+    out.reserve(d.info().samples * Program::output_size);
     for_each_batch(
         d,
         [&](std::size_t valid) {
@@ -332,8 +343,8 @@ class trainer {
   /// Runs forward over `d` in batches of B, padding the last with zeros, in
   /// eval mode (dropout off, batch_norm on its running statistics; under MPI,
   /// those of rank 0, so that every rank scores alike).
-  template <class F>
-  void for_each_batch(const dataset& d, F&& f, bool with_targets = true) {
+  template <sample_source Source, class F>
+  void for_each_batch(const Source& d, F&& f, bool with_targets = true) {
     struct eval_mode {
       Program& p;
       bool was = p.training();
@@ -342,34 +353,16 @@ class trainer {
     } mode{program_};
     if (!program_.state().empty() && distributed::ranks() > 1) distributed::broadcast_from_primary(program_.state());
     std::array<std::size_t, B> pick;
-    for (std::size_t first = 0; first < d.size(); first += B) {
-      const std::size_t valid = std::min(B, d.size() - first);
+    detail::batch_reader<Program> reader;
+    const std::size_t n = d.info().samples;
+    for (std::size_t first = 0; first < n; first += B) {
+      const std::size_t valid = std::min(B, n - first);
       for (std::size_t i = 0; i < valid; ++i) pick[i] = first + i;
-      load(d, std::span<const std::size_t>(pick.data(), valid), valid, with_targets);
+      reader.gather(d, std::span<const std::size_t>(pick.data(), valid), valid, {}, program_.input(),
+                    with_targets ? std::span<target_type>(targets_) : std::span<target_type>());
       program_.forward();
       f(valid);
     }
-  }
-
-  /// Copies samples `pick` into the program's input (zeros after `valid`)
-  /// and their targets into targets_.
-  void load(const dataset& d, std::span<const std::size_t> pick, std::size_t valid, bool with_targets = true) {
-    constexpr std::size_t in = Program::input_size, tps = Program::targets_per_sample;
-    std::span<scalar> x = program_.input();
-    for (std::size_t i = 0; i < valid; ++i) {
-      const float* src = d.features.data() + pick[i] * in;
-      std::copy(src, src + in, x.begin() + static_cast<std::ptrdiff_t>(i * in));
-    }
-    std::fill(x.begin() + static_cast<std::ptrdiff_t>(valid * in), x.end(), scalar(0));
-    if (!with_targets) return;
-    for (std::size_t i = 0; i < valid; ++i) {
-      if constexpr (std::is_same_v<target_type, std::uint32_t>) {
-        std::copy_n(d.labels.data() + pick[i] * tps, tps, targets_.data() + i * tps);
-      } else if constexpr (detail::dataset_target<target_type>) {  // (else a compile error, in check_dataset)
-        std::copy_n(d.targets.data() + pick[i] * tps, tps, targets_.data() + i * tps);
-      }
-    }
-    std::fill(targets_.begin() + static_cast<std::ptrdiff_t>(valid * tps), targets_.end(), target_type{});
   }
 
   Program& program_;

@@ -1,7 +1,7 @@
 # Builds one libFuzzer target with clang (-fsanitize=fuzzer,address,undefined)
 # and runs it briefly over its corpus, as a regression test:
 #   cmake -DCXX=clang++-14 -DTARGET=idx_gzip -DSOURCE_DIR=<repo> -DWORK_DIR=<dir>
-#         "-DINCLUDES=<dirs>" [-DSECONDS=5] -P tests/fuzz/run.cmake
+#         "-DINCLUDES=<dirs>" [-DSECONDS=5] ["-DLIBS=-lcsv"] -P tests/fuzz/run.cmake
 # New inputs go to a scratch corpus in WORK_DIR; the committed corpus is only read.
 if(NOT SECONDS)
   set(SECONDS 5)
@@ -26,7 +26,7 @@ if(EXISTS ${exe})
   endforeach()
 endif()
 if(stale)
-  execute_process(COMMAND ${CXX} ${flags} -I${SOURCE_DIR}/include ${fuzz}/${TARGET}.cpp -o ${exe} -lfmt -lz
+  execute_process(COMMAND ${CXX} ${flags} -I${SOURCE_DIR}/include ${fuzz}/${TARGET}.cpp -o ${exe} ${LIBS} -lfmt -lz
                   RESULT_VARIABLE built)
   if(NOT built EQUAL 0)
     message(FATAL_ERROR "building the fuzz target ${TARGET} failed")

@@ -10,6 +10,9 @@
 //   features.size() == size() × sample_size();
 //   labels empty or a whole number of labels per sample; targets empty or
 //   targets.size() == size() × target_size.
+//
+// The trainer reads it through `view()` (kiln/data/dataset_view.hpp); a
+// dataset_view over memory of your own needs no dataset at all.
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
@@ -26,6 +29,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include <kiln/data/dataset_view.hpp>
 
 namespace kiln {
 
@@ -62,20 +67,12 @@ struct dataset {
   }
 
   void validate() const {
-    const std::size_t s = sample_size();
-    if (s == 0 || features.size() % s != 0) {
-      throw std::invalid_argument(fmt::format("kiln::dataset '{}': {} feature values do not divide into samples of {}",
-                                              name, features.size(), s));
-    }
-    if (!labels.empty() && (size() == 0 || labels.size() % size() != 0)) {
-      throw std::invalid_argument(
-          fmt::format("kiln::dataset '{}': {} labels for {} samples", name, labels.size(), size()));
-    }
-    if (!targets.empty() && targets.size() != size() * target_size) {
-      throw std::invalid_argument(fmt::format("kiln::dataset '{}': {} target values for {} samples of {} targets", name,
-                                              targets.size(), size(), target_size));
-    }
+    detail::check_dataset_sizes("dataset", name, sample_size(), features.size(), labels.size(), targets.size(),
+                                target_size);
   }
+
+  /// The same samples as a dataset_view (no copy): what the trainer reads.
+  dataset_view view() const { return {name, sample_shape, features, labels, targets, target_size}; }
 };
 
 }  // namespace kiln
