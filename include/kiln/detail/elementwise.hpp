@@ -11,6 +11,14 @@
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
 
+// GCC 12 reports its own AVX-512 intrinsics' `__Y = __Y` idiom, inlined
+// through Eigen's packet code, as maybe uninitialized (GCC bug 105593): a
+// user's -Werror build would stop on it. Not kiln's or the user's code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace kiln::detail {
 
 /// An activation `Fn` (with static `forward(x, y)` and either
@@ -81,3 +89,7 @@ struct elementwise_layer {
 };
 
 }  // namespace kiln::detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
