@@ -79,6 +79,14 @@ struct check_tie {
 /// O(N log N), no comparison of every pair.
 template <class All, class Seq = std::make_index_sequence<All::size>>
 struct unique_params;
+/// The uses at Kept::indices (all of them when each is its own parameter).
+template <bool All, class List, class Kept>
+struct kept_uses {
+  using type = List;
+};
+template <class List, class Kept>
+struct kept_uses<false, List, Kept> : pick_by<List, Kept> {};
+
 template <class... P, std::size_t... I>
 struct unique_params<type_list<P...>, std::index_sequence<I...>> {
   using index = tag_index<typename P::tag...>;
@@ -105,7 +113,8 @@ struct unique_params<type_list<P...>, std::index_sequence<I...>> {
       return k;
     }();
   };
-  using type = typename pick_by<type_list<P...>, kept>::type;
+  /// (Every use its own parameter, the usual case: the list as it is.)
+  using type = typename kept_uses<unique_count == total, type_list<P...>, kept>::type;
   /// slot[u]: the index in `type` (buffer order) of the parameter that use u stores in.
   static constexpr std::array<std::size_t, total> slot = [] {
     std::array<std::size_t, total> s{};
@@ -165,7 +174,7 @@ struct model<InputEntry, Layers...> {
   template <class Declared, class In, std::size_t Position>
   using chain = detail::sub_chain<Declared, In, Position, Layers...>;
 
-  using bound_chain = detail::bind_chain<declared, input_shape_type, 1, detail::type_list<>, Layers...>;
+  using bound_chain = detail::bind_chain<declared, input_shape_type, 1, detail::type_list<Layers...>>;
   /// The bound layers, in order (a kiln::param_list-like type list); a
   /// layer that contains layers (residual, a model used as a layer) is one entry.
   using layer_types = typename bound_chain::layers;

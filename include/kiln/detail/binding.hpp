@@ -71,23 +71,52 @@ template <class... B>
 struct all_accepted<type_list<B...>> : std::bool_constant<(accepted_of<B>() && ...)> {};
 
 /// Binds Specs... in order, each to the output shape of the one before.
-/// (A plain recursive struct: when a layer rejects its input, the
-/// compiler's context lists one short line per layer.)
-template <class Declared, class In, std::size_t Position, class Done, class... Todo>
-struct bind_chain;
-template <class Declared, class In, std::size_t Position, class... Done>
-struct bind_chain<Declared, In, Position, type_list<Done...>> {
-  using layers = type_list<Done...>;
-  static constexpr std::size_t next_position = Position;
-  using output_shape = In;
-};
-template <class Declared, class In, std::size_t Position, class... Done, class Spec, class... Rest>
-struct bind_chain<Declared, In, Position, type_list<Done...>, Spec, Rest...>
-    : bind_chain<Declared, typename bound_t<Spec, In, Position, Declared>::output_shape,
-                 Position + positions_of<bound_t<Spec, In, Position, Declared>>(),
-                 type_list<Done..., bound_t<Spec, In, Position, Declared>>, Rest...> {
+/// Step K (the first K specs bound) is a small type named by the chain and
+/// K alone, and one pack expansion makes the steps in order, each from the
+/// one before it (already made): no type carries a growing list of the
+/// layers bound so far, and the nesting does not deepen with the model, so
+/// the compiler's work is linear in the number of layers.
+template <class Chain, std::size_t K>
+struct bind_step {
+  using before = bind_step<Chain, K - 1>;
+  using layer = bound_t<typename Chain::template binding_spec<K - 1>, typename before::output_shape,
+                        before::next_position, typename Chain::binding_declared>;
+  using output_shape = typename layer::output_shape;
+  static constexpr std::size_t next_position = before::next_position + positions_of<layer>();
   // Its optional members are those it lists (else an error names the member).
-  static_assert(layer_traits<bound_t<Spec, In, Position, Declared>>::checked || true);  // (it reports, once)
+  static_assert(layer_traits<layer>::checked || true);  // (it reports, once)
+};
+template <class Chain>
+struct bind_step<Chain, 0> {
+  using output_shape = typename Chain::binding_input;
+  static constexpr std::size_t next_position = Chain::binding_position;
+};
+template <class Chain, class Seq>
+struct bind_steps;
+template <class Chain, std::size_t... K>
+struct bind_steps<Chain, std::index_sequence<K...>> {
+  using layers = type_list<typename bind_step<Chain, K + 1>::layer...>;  // (in order: 1, 2, …)
+};
+
+///
+/// The specs come as one type_list: the steps, made per layer, name the
+/// chain, and a chain named by its whole list of specs as separate
+/// arguments would make the compiler copy that list for every step.
+template <class Declared, class In, std::size_t Position, class Specs>
+struct bind_chain;
+template <class Declared, class In, std::size_t Position, class... Specs>
+struct bind_chain<Declared, In, Position, type_list<Specs...>> {
+  // (names a layer that derives from its chain, as residual does, does not use)
+  using binding_declared = Declared;
+  using binding_input = In;
+  static constexpr std::size_t binding_position = Position;
+  using binding_specs = type_list<Specs...>;
+  template <std::size_t K>
+  using binding_spec = list_at_t<K, binding_specs>;
+  /// The bound layers, in order (made first: each step from the one before).
+  using layers = typename bind_steps<bind_chain, std::index_sequence_for<Specs...>>::layers;
+  static constexpr std::size_t next_position = bind_step<bind_chain, sizeof...(Specs)>::next_position;
+  using output_shape = typename bind_step<bind_chain, sizeof...(Specs)>::output_shape;
 };
 
 template <class Spec>

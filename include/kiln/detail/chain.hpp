@@ -37,9 +37,16 @@ namespace kiln::detail {
 /// the containing layer's `saved` and `workspace` elements) and its passes
 /// sequence_engine's (detail/sequence.hpp): the engine every sequence of
 /// layers, the model's top level included, runs on.
+/// (The specs come as one type_list, as bind_chain's do: the chain's
+/// members made per contained layer do not copy the list. sub_chain names
+/// it with the specs spelled out.)
+template <class Declared, Shape In, std::size_t Position, class Specs>
+struct chain_of;
 template <class Declared, Shape In, std::size_t Position, class... Specs>
-struct sub_chain {
-  using bound = bind_chain<Declared, In, Position, type_list<>, Specs...>;
+using sub_chain = chain_of<Declared, In, Position, type_list<Specs...>>;
+template <class Declared, Shape In, std::size_t Position, class... Specs>
+struct chain_of<Declared, In, Position, type_list<Specs...>> {
+  using bound = bind_chain<Declared, In, Position, type_list<Specs...>>;
   /// The bound layers, in order (a type_list).
   using layers = typename bound::layers;
   static constexpr std::size_t count = sizeof...(Specs);

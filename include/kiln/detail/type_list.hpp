@@ -52,21 +52,32 @@ struct indexer<std::index_sequence<I...>, T...> : indexed<I, T>... {};
 template <std::size_t I, class T>
 indexed<I, T> select_indexed(const indexed<I, T>*);
 
-/// The I-th of T... (the compiler finds the one base that matches).
-template <std::size_t I, class... T>
-struct pack_at {
-#ifdef KILN_HAS_TYPE_PACK_ELEMENT
-  using type = __type_pack_element<I, T...>;
-#else
-  using type =
-      typename decltype(select_indexed<I>(static_cast<const indexer<std::index_sequence_for<T...>, T...>*>(nullptr)))::type;
-#endif
+/// A list's index table: one class per list, whose bases are its elements
+/// by index (made once; each lookup then names the table, one type, and
+/// never spells the whole list out again, which would cost the compiler
+/// time linear in the list per lookup).
+template <class List>
+struct list_table;
+template <class... T>
+struct list_table<type_list<T...>> {
+  using type = indexer<std::index_sequence_for<T...>, T...>;
 };
+/// The I-th element of an index table (the one base that matches).
+template <std::size_t I, class Table>
+using table_at_t = typename decltype(select_indexed<I>(static_cast<const Table*>(nullptr)))::type;
 
+/// The I-th of a list: the compiler's builtin where it has one (Clang),
+/// else through the list's index table.
 template <std::size_t I, class List>
 struct list_at;
 template <std::size_t I, class... T>
-struct list_at<I, type_list<T...>> : pack_at<I, T...> {};
+struct list_at<I, type_list<T...>> {
+#ifdef KILN_HAS_TYPE_PACK_ELEMENT
+  using type = __type_pack_element<I, T...>;
+#else
+  using type = table_at_t<I, typename list_table<type_list<T...>>::type>;
+#endif
+};
 template <std::size_t I, class List>
 using list_at_t = typename list_at<I, List>::type;
 
@@ -97,16 +108,26 @@ using join_t = typename join<Lists...>::type;
 /// The types of List at the given indices.
 template <class List, class Indices>
 struct pick;
-template <class List, std::size_t... I>
-struct pick<List, std::index_sequence<I...>> {
-  using type = type_list<list_at_t<I, List>...>;
+template <class... T, std::size_t... I>
+struct pick<type_list<T...>, std::index_sequence<I...>> {
+#ifdef KILN_HAS_TYPE_PACK_ELEMENT
+  using type = type_list<__type_pack_element<I, T...>...>;
+#else
+  using table = typename list_table<type_list<T...>>::type;
+  using type = type_list<table_at_t<I, table>...>;
+#endif
 };
 /// The types of List at the indices `Holder::indices` (a constexpr array).
 template <class List, class Holder, class Seq = std::make_index_sequence<Holder::indices.size()>>
 struct pick_by;
-template <class List, class Holder, std::size_t... J>
-struct pick_by<List, Holder, std::index_sequence<J...>> {
-  using type = type_list<list_at_t<Holder::indices[J], List>...>;
+template <class... T, class Holder, std::size_t... J>
+struct pick_by<type_list<T...>, Holder, std::index_sequence<J...>> {
+#ifdef KILN_HAS_TYPE_PACK_ELEMENT
+  using type = type_list<__type_pack_element<Holder::indices[J], T...>...>;
+#else
+  using table = typename list_table<type_list<T...>>::type;
+  using type = type_list<table_at_t<Holder::indices[J], table>...>;
+#endif
 };
 
 // ---- iteration ----------------------------------------------------------------

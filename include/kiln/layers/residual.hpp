@@ -46,7 +46,7 @@ struct residual {
   struct bind : bound_layer_base<residual, In, Position>,
                 // (the branch bound first, straight from here: a layer of it that
                 // rejects its input has one line less of context above its error)
-                private detail::bind_chain<Declared, In, Position + 1, detail::type_list<>, Layers...>,
+                private detail::bind_chain<Declared, In, Position + 1, detail::type_list<Layers...>>,
                 detail::chain_layer<detail::sub_chain<Declared, In, Position + 1, Layers...>> {
     using body = detail::sub_chain<Declared, In, Position + 1, Layers...>;
     // Its checks: one error each, and the class stays whole (see bound_layer_base::accepted).
