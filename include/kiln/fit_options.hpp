@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include <kiln/data/dataset.hpp>
+#include <kiln/data/source_ref.hpp>
 #include <kiln/metrics.hpp>
 #include <kiln/sampler.hpp>
 #include <kiln/schedule.hpp>
@@ -61,7 +62,10 @@ struct best_checkpoint {
 };
 
 struct fit_options {
-  const dataset* validation = nullptr;
+  /// Scored after each epoch: `&test` for a dataset, a dataset_view, a
+  /// streamed_dataset or any sample_source (kiln/data/source_ref.hpp); it
+  /// must outlive the fit.
+  source_ref validation = {};
   std::uint64_t seed = 0;
   bool shuffle = true;
   kiln::remainder remainder = remainder::drop;

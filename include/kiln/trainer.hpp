@@ -170,7 +170,7 @@ class trainer {
   template <sample_source Source>
   fit_history fit_here(const Source& train, epochs n, const fit_options& o) {
     detail::check_dataset<Program>(train, "training set");
-    if (o.validation) detail::check_dataset<Program>(*o.validation, "validation set");
+    if (o.validation) detail::check_dataset<Program>(o.validation, "validation set");
     best_.start(detail::watched_metric(o, detail::is_classifier<Program>, detail::is_regression<Program>));
     std::optional<fmt::ostream> log;
     if (!o.metrics_log.empty() && distributed::is_primary()) {
@@ -260,7 +260,7 @@ class trainer {
       if (Program::bound_loss::has_accuracy)
         m.train.accuracy = static_cast<double>(correct) / std::max<double>(static_cast<double>(predictions), 1);
       m.lr = optimizer_.lr;
-      if (o.validation) m.validation = evaluate(*o.validation, o.metrics);
+      if (o.validation) m.validation = evaluate(o.validation, o.metrics);
       std::string not_restored;
       best_.after_epoch(o, program_, epoch_, m, history, lr_scale_, not_restored,
                         [&] { save(o.keep_best->file, o.seed); });

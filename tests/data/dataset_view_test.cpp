@@ -126,4 +126,33 @@ TEST(sample_source, the_trainer_gathers_every_batch_through_it) {
   EXPECT_EQ(e.accuracy, 1.0);
 }
 
+TEST(fit_options, the_validation_set_is_any_sample_source) {
+  const dataset d = blobs(200, 1), test = blobs(64, 2);
+  const dataset_view test_view = test.view();
+  const computed own;
+  auto p = compile<net, batch<16>>(3);
+  auto q = compile<net, batch<16>>(3);
+  trainer t{p, sgd{.lr = 0.05f}};
+  trainer u{q, sgd{.lr = 0.05f}};
+  fit_options by_dataset = quiet(), by_view = quiet();
+  by_dataset.validation = &test;
+  by_view.validation = &test_view;
+  const auto a = t.fit(d, epochs{2}, by_dataset);
+  const auto b = u.fit(d, epochs{2}, by_view);
+  for (std::size_t e = 0; e < 2; ++e) {
+    ASSERT_TRUE(a.epochs[e].validation && b.epochs[e].validation);
+    EXPECT_EQ(a.epochs[e].validation->loss, b.epochs[e].validation->loss);  // the same samples, the same bits
+    EXPECT_EQ(a.epochs[e].validation->samples, 64u);
+  }
+  // A source of one's own is read for validation too, every sample once per epoch.
+  fit_options by_own = quiet();
+  by_own.validation = &own;
+  const std::size_t reads = own.feature_reads;
+  const auto c = t.fit(d, epochs{1}, by_own);
+  EXPECT_EQ(own.feature_reads - reads, 96u);
+  EXPECT_EQ(c.epochs.back().validation->samples, 96u);
+  EXPECT_FALSE(fit_options{}.validation);
+  EXPECT_FALSE(fit_options{.validation = static_cast<const dataset*>(nullptr)}.validation);
+}
+
 }  // namespace
