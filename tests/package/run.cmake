@@ -23,3 +23,25 @@ execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the consumer failed")
 endif()
+
+# Again on a machine without MPI and nlohmann-json (as CMake sees it): kiln::kiln
+# is found and works, and the components that need them are simply absent.
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/bare -DCMAKE_PREFIX_PATH=${prefix}
+                        -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
+                        -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "without MPI and nlohmann-json, find_package(kiln) failed:\n${out}")
+endif()
+file(READ ${WORK_DIR}/bare/CMakeCache.txt cache)
+if(cache MATCHES "MPI_CXX_COMPILER:" OR cache MATCHES "nlohmann_json_DIR:PATH=/")
+  message(FATAL_ERROR "without MPI and nlohmann-json, the consumer still looked them up")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/bare RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "building the consumer without MPI and nlohmann-json failed")
+endif()
+execute_process(COMMAND ${WORK_DIR}/bare/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0 OR out MATCHES "safetensors")
+  message(FATAL_ERROR "the consumer without MPI and nlohmann-json failed or used safetensors:\n${out}")
+endif()
