@@ -84,15 +84,24 @@ void check_features(const S& src, const char* role) {
         fmt::join(extents, ", ")));
   }
 }
+/// Program's loss takes targets that a dataset gives (checked once per
+/// program, whatever the sources it is fitted on: one error).
+template <class Program>
+struct loss_targets_check {
+  static constexpr bool passed = [] {
+    static_assert(diagnostics::a_dataset_gives_uint32_class_labels_or_float_targets<typename Program::loss_type,
+                                                                                     typename Program::target_type>,
+                  "kiln::trainer: a dataset gives class labels as std::uint32_t (dataset::labels) and real targets "
+                  "as float (dataset::targets); declare the loss's target_type as std::uint32_t, float or double "
+                  "(another type would take them by a silent conversion)");
+    return true;
+  }();
+};
 /// All of d fits Program: its samples, and its labels or targets.
 template <class Program, sample_source S>
 void check_dataset(const S& src, const char* role) {
   using target_type = typename Program::target_type;
-  static_assert(
-      diagnostics::a_dataset_gives_uint32_class_labels_or_float_targets<typename Program::loss_type, target_type>,
-      "kiln::trainer: a dataset gives class labels as std::uint32_t (dataset::labels) and real targets as float "
-      "(dataset::targets); declare the loss's target_type as std::uint32_t, float or double (another type would "
-      "take them by a silent conversion)");
+  static_assert(loss_targets_check<Program>::passed || true);  // (it reports, once)
   check_features<Program>(src, role);
   const source_info d = src.info();
   constexpr std::size_t tps = Program::targets_per_sample;
