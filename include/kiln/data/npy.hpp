@@ -72,7 +72,7 @@ class memory_input {
   std::optional<std::uint64_t> bound() const noexcept { return b_.size() - at_; }
   std::size_t read(unsigned char* into, std::size_t n) {
     n = std::min(n, b_.size() - at_);
-    std::memcpy(into, b_.data() + at_, n);
+    if (n != 0) std::memcpy(into, b_.data() + at_, n);  // (an empty entry's data() may be null)
     at_ += n;
     return n;
   }
