@@ -9,6 +9,11 @@ windows of steps; its result is the median of its windows, and the table
 shows the median over rounds, the ratio to kiln on one core, and the
 process's peak resident memory (ru_maxrss from wait4).
 
+Before the rounds it measures the machine's f32 FMA peak on one pinned core
+(fma_peak.cpp) and prints each kiln row's share of it: samples/s times the
+model's flops per sample (FLOPS_PER_SAMPLE) over the peak times the row's
+threads.
+
 Then it compiles each kiln example once more, alone, with the build's own
 command line, and reports the compiler's wall time and peak memory.
 """
@@ -22,6 +27,50 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+
+
+# Multiply-adds per sample of each model's forward pass, from its layer shapes.
+# A training step costs about 3x the forward's (forward, input gradient,
+# weight gradient), and a multiply-add is 2 flops: flops/sample = 6 x MACs.
+# (Approximate: conv1's input gradient is not needed, attention and the
+# element-wise layers are counted as their products only.)
+def _dense(n_in, n_out, rows=1):
+    return rows * n_in * n_out
+
+
+def _conv(c_in, c_out, k, h, w):  # 'same' padding, stride 1: one k*k*c_in dot per output
+    return h * w * c_out * k * k * c_in
+
+
+def _transformer(context=64, width=64, blocks=3, hidden=256, vocab=96):
+    per_block = (_dense(width, 3 * width, context) + _dense(width, width, context)  # q,k,v and output projection
+                 + 2 * context * context * width                                   # scores q.kT and weights.v
+                 + _dense(width, hidden, context) + _dense(hidden, width, context))  # the MLP
+    return blocks * per_block + _dense(width, vocab, context)  # + the tied unembedding
+
+
+FORWARD_MACS = {
+    "mlp": _dense(784, 256) + _dense(256, 128) + _dense(128, 10),
+    "cnn": _conv(1, 16, 5, 28, 28) + _conv(16, 32, 5, 14, 14) + _dense(32 * 7 * 7, 10),
+    "transformer": _transformer(),  # per window of 64 tokens, causal attention counted in full
+}
+FLOPS_PER_SAMPLE = {k: 3 * 2 * v for k, v in FORWARD_MACS.items()}
+FLOPS_FORMULA = "flops/sample = 3 (forward + 2 backward products) x 2 (flops per multiply-add) x forward MACs"
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def fma_peak(build):
+    """The best f32 GFLOP/s of 8-24 independent FMA chains on one pinned core."""
+    exe = os.path.join(build, "benchmarks", "compare", "kiln_compare_fma_peak")
+    out, _, _ = measure([exe, "--cpu", str(sorted(os.sched_getaffinity(0))[0])], dict(os.environ))
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def measure(cmd, env):
@@ -50,11 +99,13 @@ def measure(cmd, env):
     return b"".join(chunks).decode(), usage.ru_maxrss / 1024.0, time.monotonic() - start
 
 
-def systems(build, model):
+def systems(build, model, quick=False):
     cmp = os.path.join(build, "benchmarks", "compare")
     steps, windows = (300, 3) if model == "mlp" else (40, 3)
-    common = ["--model", model, "--warmup", "50" if model == "mlp" else "10", "--steps", str(steps), "--windows",
-              str(windows)]
+    warmup = 50 if model == "mlp" else 10
+    if quick:
+        steps, windows, warmup = steps // 5, 2, warmup // 5
+    common = ["--model", model, "--warmup", str(warmup), "--steps", str(steps), "--windows", str(windows)]
     single = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     out = [
         ("kiln", 1, [os.path.join(cmp, "kiln_compare_kiln"), "--threads", "1"] + common, single),
@@ -73,8 +124,8 @@ def systems(build, model):
     return out
 
 
-def compare(build, model, reps):
-    entries = systems(build, model)
+def compare(build, model, reps, peak, quick=False):
+    entries = systems(build, model, quick)
     results = {i: [] for i in range(len(entries))}
     memory = {i: 0.0 for i in range(len(entries))}
     extra = {}
@@ -90,13 +141,16 @@ def compare(build, model, reps):
     base = statistics.median(results[0])
     print(f"\n{model.upper()}: median samples/s over {reps} interleaved rounds "
           f"(each the median of its timed windows)")
-    print(f"{'system':<22} {'threads':>7} {'samples/s':>11} {'kiln ÷ it':>10} {'peak RSS':>10}  note")
+    flops = FLOPS_PER_SAMPLE[model]
+    print(f"{flops / 1e6:.2f} MFLOP per sample; % of peak = samples/s x that / ({peak:.1f} GFLOP/s x threads)")
+    print(f"{'system':<22} {'threads':>7} {'samples/s':>11} {'kiln ÷ it':>10} {'% peak':>7} {'peak RSS':>10}  note")
     for i, (name, threads, _, _) in enumerate(entries):
         med = statistics.median(results[i])
         spread = f"{min(results[i]):.0f}–{max(results[i]):.0f}"
         note = extra[i].get("blas", "")
         note = ("BLAS " + os.path.basename(note.split(" + ")[-1])) if note and note != "none" else ""
-        print(f"{name:<22} {threads:>7} {med:>11,.0f} {base / med:>9.2f}× {memory[i]:>8.0f} MiB  "
+        share = f"{100 * med * flops / (peak * 1e9 * threads):>6.1f}%" if name.startswith("kiln") else f"{'':>7}"
+        print(f"{name:<22} {threads:>7} {med:>11,.0f} {base / med:>9.2f}× {share} {memory[i]:>8.0f} MiB  "
               f"range {spread}{'; ' + note if note else ''}; loss {extra[i]['final_loss']:.3f}")
 
 
@@ -135,11 +189,20 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--models", default="mlp,cnn")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--quick", action="store_true", help="one round of short windows, no compile report: a smoke "
+                   "check of the harness, not a measurement")
     a = p.parse_args()
+    if a.quick:
+        a.reps, a.no_compile = 1, True
     print(f"kiln side-by-side comparison, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
           f"{open('/proc/loadavg').read().split()[0]} load before the run")
-    for model in filter(None, a.models.split(",")):  # --models "" : the compile report alone
-        compare(a.build, model, a.reps)
+    models = list(filter(None, a.models.split(",")))  # --models "" : the compile report alone
+    if models:
+        peak = fma_peak(a.build)
+        print(f"CPU: {cpu_model()}\nFMA peak (f32, one pinned core, best of 8-24 independent {peak['isa']} chains): "
+              f"{peak['gflops']:.1f} GFLOP/s\n{FLOPS_FORMULA}")
+    for model in models:
+        compare(a.build, model, a.reps, peak["gflops"], a.quick)
     if not a.no_compile:
         compile_report(a.build)
 
