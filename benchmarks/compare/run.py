@@ -7,7 +7,8 @@ fixed order, and the rounds repeat (A B C A B C ...), so slow drifts of the
 machine touch every system alike. Each process warms up, then times a few
 windows of steps; its result is the median of its windows, and the table
 shows the median over rounds, the ratio to kiln on one core, and the
-process's peak resident memory (ru_maxrss from wait4).
+process's peak resident memory (ru_maxrss from wait4). Every process is
+pinned: one-thread systems to one core, two-thread systems to two.
 
 Before the rounds it measures the machine's f32 FMA peak on one pinned core
 (fma_peak.cpp) and prints each kiln row's share of it: samples/s times the
@@ -69,13 +70,24 @@ def cpu_model():
 def fma_peak(build):
     """The best f32 GFLOP/s of 8-24 independent FMA chains on one pinned core."""
     exe = os.path.join(build, "benchmarks", "compare", "kiln_compare_fma_peak")
-    out, _, _ = measure([exe, "--cpu", str(sorted(os.sched_getaffinity(0))[0])], dict(os.environ))
+    out, _, _ = measure([exe, "--cpu", str(pinned_cpus(1)[0])], dict(os.environ))
     return json.loads(out.strip().splitlines()[-1])
 
 
-def measure(cmd, env):
-    """Runs cmd; returns its stdout, its peak resident memory in MiB (wait4's
-    ru_maxrss: the process and the children it waited for) and its wall time."""
+def pinned_cpus(threads):
+    """The cores a system with `threads` threads is pinned to: the first
+    `threads` of the cores this runner may use (the peak is measured on the first)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < threads:
+        sys.exit(f"{threads} threads asked for, but only cores {allowed} are available")
+    return allowed[:threads]
+
+
+def measure(cmd, env, cpus=None):
+    """Runs cmd, pinned to `cpus` when given (sched_setaffinity in the child,
+    inherited by all its threads); returns its stdout, its peak resident memory
+    in MiB (wait4's ru_maxrss: the process and the children it waited for) and
+    its wall time."""
     r, w = os.pipe()
     start = time.monotonic()
     pid = os.fork()
@@ -84,6 +96,8 @@ def measure(cmd, env):
         os.dup2(w, 1)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
         os.execvpe(cmd[0], cmd, env)
     os.close(w)
     chunks = []
@@ -132,7 +146,7 @@ def compare(build, model, reps, peak, quick=False):
     for rep in range(reps):
         for i, (name, threads, cmd, env_extra) in enumerate(entries):
             env = dict(os.environ, **env_extra)
-            out, rss, _ = measure(cmd, env)
+            out, rss, _ = measure(cmd, env, pinned_cpus(threads))
             report = json.loads(out.strip().splitlines()[-1])
             results[i].append(statistics.median(report["samples_per_s"]))
             memory[i] = max(memory[i], rss)
@@ -140,7 +154,8 @@ def compare(build, model, reps, peak, quick=False):
         print(f"  {model} round {rep + 1}/{reps} done", file=sys.stderr)
     base = statistics.median(results[0])
     print(f"\n{model.upper()}: median samples/s over {reps} interleaved rounds "
-          f"(each the median of its timed windows)")
+          f"(each the median of its timed windows); 1-thread rows pinned to core {pinned_cpus(1)[0]}, "
+          f"2-thread rows to cores {pinned_cpus(2)}")
     flops = FLOPS_PER_SAMPLE[model]
     print(f"{flops / 1e6:.2f} MFLOP per sample; % of peak = samples/s x that / ({peak:.1f} GFLOP/s x threads)")
     print(f"{'system':<22} {'threads':>7} {'samples/s':>11} {'kiln ÷ it':>10} {'% peak':>7} {'peak RSS':>10}  note")
