@@ -108,10 +108,29 @@ inline std::vector<int> shuffled_indices(int n, std::uint64_t seed = 0) {
   return perm;
 }
 
+// ---- the transformer's token windows (identical to torch_train.py) ----------
+
+inline constexpr int kTokenContext = 64;     // examples/char_transformer.cpp's context
+inline constexpr int kTokenVocabulary = 96;  // char_vocabulary::size
+inline constexpr int kTokenBatch = 32;       // windows per step
+inline constexpr int kTokenBatches = 64;     // distinct batches, cycled
+
+// kTokenBatches * kTokenBatch windows of kTokenContext + 1 token ids, each
+// splitmix64(seed 0).next() % kTokenVocabulary in order: a window's first
+// kTokenContext ids are the input, its last kTokenContext the targets. The
+// speed of a step does not depend on the text, so synthetic ids stand in for
+// the fortunes file (and need no file).
+inline std::vector<std::uint32_t> synthetic_token_windows() {
+  std::vector<std::uint32_t> out(static_cast<std::size_t>(kTokenBatches) * kTokenBatch * (kTokenContext + 1));
+  SplitMix64 rng(0);
+  for (auto& t : out) t = static_cast<std::uint32_t>(rng.next() % kTokenVocabulary);
+  return out;
+}
+
 // ---- command line ------------------------------------------------------------
 
 struct Args {
-  std::string model = "mlp";  // mlp | cnn
+  std::string model = "mlp";  // mlp | cnn (| transformer where the caller supports it)
   int threads = 1;
   int warmup = 50;
   int steps = 200;
@@ -125,7 +144,7 @@ struct Args {
   std::exit(2);
 }
 
-inline Args parse_args(int argc, char** argv, bool with_driver) {
+inline Args parse_args(int argc, char** argv, bool with_driver, bool with_transformer = false) {
   Args a;
   auto positive = [&](const char* v) {
     char* end = nullptr;
@@ -145,7 +164,8 @@ inline Args parse_args(int argc, char** argv, bool with_driver) {
     else if (k == "--driver" && with_driver) a.driver = v;
     else usage(argv[0], with_driver, "unknown option " + std::string(k));
   }
-  if (a.model != "mlp" && a.model != "cnn") usage(argv[0], with_driver, "--model must be mlp or cnn");
+  if (a.model != "mlp" && a.model != "cnn" && !(with_transformer && a.model == "transformer"))
+    usage(argv[0], with_driver, with_transformer ? "--model must be mlp, cnn or transformer" : "--model must be mlp or cnn");
   if (a.driver != "trainer" && a.driver != "manual") usage(argv[0], with_driver, "--driver must be trainer or manual");
   // These programs are single-threaded by construction; accept --threads only
   // so that a runner can pass the same flags to every system.
@@ -184,10 +204,10 @@ inline std::string json_string(const std::string& s) {
 }
 
 // Warms up, then times args.windows windows of args.steps calls of step()
-// (which returns that step's loss): samples/s per window, and the mean loss
-// of the last window.
+// (which returns that step's loss and trains on `batch` samples): samples/s
+// per window, and the mean loss of the last window.
 template <class Step>
-std::pair<std::vector<double>, double> timed_windows(const Args& args, Step&& step) {
+std::pair<std::vector<double>, double> timed_windows(const Args& args, Step&& step, int batch = kBatch) {
   for (int s = 0; s < args.warmup; ++s) step();
   std::vector<double> samples_per_s;
   double window_loss = 0;
@@ -196,7 +216,7 @@ std::pair<std::vector<double>, double> timed_windows(const Args& args, Step&& st
     const auto t0 = std::chrono::steady_clock::now();
     for (int s = 0; s < args.steps; ++s) window_loss += step();
     const auto t1 = std::chrono::steady_clock::now();
-    samples_per_s.push_back(static_cast<double>(args.steps) * kBatch / std::chrono::duration<double>(t1 - t0).count());
+    samples_per_s.push_back(static_cast<double>(args.steps) * batch / std::chrono::duration<double>(t1 - t0).count());
   }
   return {samples_per_s, window_loss / args.steps};
 }

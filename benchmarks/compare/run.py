@@ -7,7 +7,13 @@ fixed order, and the rounds repeat (A B C A B C ...), so slow drifts of the
 machine touch every system alike. Each process warms up, then times a few
 windows of steps; its result is the median of its windows, and the table
 shows the median over rounds, the ratio to kiln on one core, and the
-process's peak resident memory (ru_maxrss from wait4).
+process's peak resident memory (ru_maxrss from wait4). Every process is
+pinned: one-thread systems to one core, two-thread systems to two.
+
+Before the rounds it measures the machine's f32 FMA peak on one pinned core
+(fma_peak.cpp) and prints each kiln row's share of it: samples/s times the
+model's flops per sample (FLOPS_PER_SAMPLE) over the peak times the row's
+threads.
 
 Then it compiles each kiln example once more, alone, with the build's own
 command line, and reports the compiler's wall time and peak memory.
@@ -24,9 +30,64 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 
 
-def measure(cmd, env):
-    """Runs cmd; returns its stdout, its peak resident memory in MiB (wait4's
-    ru_maxrss: the process and the children it waited for) and its wall time."""
+# Multiply-adds per sample of each model's forward pass, from its layer shapes.
+# A training step costs about 3x the forward's (forward, input gradient,
+# weight gradient), and a multiply-add is 2 flops: flops/sample = 6 x MACs.
+# (Approximate: conv1's input gradient is not needed, attention and the
+# element-wise layers are counted as their products only.)
+def _dense(n_in, n_out, rows=1):
+    return rows * n_in * n_out
+
+
+def _conv(c_in, c_out, k, h, w):  # 'same' padding, stride 1: one k*k*c_in dot per output
+    return h * w * c_out * k * k * c_in
+
+
+def _transformer(context=64, width=64, blocks=3, hidden=256, vocab=96):
+    per_block = (_dense(width, 3 * width, context) + _dense(width, width, context)  # q,k,v and output projection
+                 + 2 * context * context * width                                   # scores q.kT and weights.v
+                 + _dense(width, hidden, context) + _dense(hidden, width, context))  # the MLP
+    return blocks * per_block + _dense(width, vocab, context)  # + the tied unembedding
+
+
+FORWARD_MACS = {
+    "mlp": _dense(784, 256) + _dense(256, 128) + _dense(128, 10),
+    "cnn": _conv(1, 16, 5, 28, 28) + _conv(16, 32, 5, 14, 14) + _dense(32 * 7 * 7, 10),
+    "transformer": _transformer(),  # per window of 64 tokens, causal attention counted in full
+}
+FLOPS_PER_SAMPLE = {k: 3 * 2 * v for k, v in FORWARD_MACS.items()}
+FLOPS_FORMULA = "flops/sample = 3 (forward + 2 backward products) x 2 (flops per multiply-add) x forward MACs"
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def fma_peak(build):
+    """The best f32 GFLOP/s of 8-24 independent FMA chains on one pinned core."""
+    exe = os.path.join(build, "benchmarks", "compare", "kiln_compare_fma_peak")
+    out, _, _ = measure([exe, "--cpu", str(pinned_cpus(1)[0])], dict(os.environ))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def pinned_cpus(threads):
+    """The cores a system with `threads` threads is pinned to: the first
+    `threads` of the cores this runner may use (the peak is measured on the first)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < threads:
+        sys.exit(f"{threads} threads asked for, but only cores {allowed} are available")
+    return allowed[:threads]
+
+
+def measure(cmd, env, cpus=None):
+    """Runs cmd, pinned to `cpus` when given (sched_setaffinity in the child,
+    inherited by all its threads); returns its stdout, its peak resident memory
+    in MiB (wait4's ru_maxrss: the process and the children it waited for) and
+    its wall time."""
     r, w = os.pipe()
     start = time.monotonic()
     pid = os.fork()
@@ -35,6 +96,8 @@ def measure(cmd, env):
         os.dup2(w, 1)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
         os.execvpe(cmd[0], cmd, env)
     os.close(w)
     chunks = []
@@ -50,53 +113,70 @@ def measure(cmd, env):
     return b"".join(chunks).decode(), usage.ru_maxrss / 1024.0, time.monotonic() - start
 
 
-def systems(build, model):
+# glibc malloc kept from returning memory to the system: "PyTorch tuned", the
+# fair peer (in VMs its CNN and transformer run up to 5x faster with it).
+MALLOC_TUNED = {"MALLOC_MMAP_THRESHOLD_": "2000000000", "MALLOC_TRIM_THRESHOLD_": "2000000000",
+                "MALLOC_TOP_PAD_": "268435456"}
+
+
+def systems(build, model, quick=False):
     cmp = os.path.join(build, "benchmarks", "compare")
-    steps, windows = (300, 3) if model == "mlp" else (40, 3)
-    common = ["--model", model, "--warmup", "50" if model == "mlp" else "10", "--steps", str(steps), "--windows",
-              str(windows)]
+    steps, windows, warmup = {"mlp": (300, 3, 50), "cnn": (40, 3, 10), "transformer": (20, 3, 5)}[model]
+    if quick:
+        steps, windows, warmup = max(steps // 5, 4), 2, max(warmup // 5, 1)
+    common = ["--model", model, "--warmup", str(warmup), "--steps", str(steps), "--windows", str(windows)]
     single = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    kiln = os.path.join(cmp, "kiln_compare_kiln")
     out = [
-        ("kiln", 1, [os.path.join(cmp, "kiln_compare_kiln"), "--threads", "1"] + common, single),
-        ("kiln replicate<2>", 2, [os.path.join(cmp, "kiln_compare_kiln"), "--threads", "2"] + common, single),
-        ("kiln precision<bf16>", 1, [os.path.join(cmp, "kiln_compare_kiln"), "--bf16"] + common, single),
-        ("hand-written Eigen", 1, [os.path.join(cmp, "kiln_compare_eigen")] + common, single),
-        ("PyTorch", 1, ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--threads", "1"] + common,
-         dict(single, LD_LIBRARY_PATH=OPENBLAS)),
-        ("PyTorch", 2, ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--threads", "2"] + common,
-         {"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2", "LD_LIBRARY_PATH": OPENBLAS}),
+        ("kiln", 1, [kiln, "--threads", "1"] + common, single),
+        ("kiln replicate<2>", 2, [kiln, "--threads", "2"] + common, single),
+        ("kiln precision<bf16>", 1, [kiln, "--bf16"] + common, single),
     ]
+    if model != "transformer":
+        out.append(("hand-written Eigen", 1, [os.path.join(cmp, "kiln_compare_eigen")] + common, single))
+    torch = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py")]
+    for tuned in (False, True):
+        for threads in (1, 2):
+            env = {"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "LD_LIBRARY_PATH": OPENBLAS}
+            out.append(("PyTorch tuned" if tuned else "PyTorch", threads, torch + ["--threads", str(threads)] + common,
+                        dict(env, **MALLOC_TUNED) if tuned else env))
     dlib = os.path.join(cmp, "kiln_compare_dlib")
-    if os.path.exists(dlib):
+    if os.path.exists(dlib) and model != "transformer":
         out.append(("dlib dnn_trainer", 1, [dlib, "--driver", "trainer"] + common, single))
         out.append(("dlib manual step", 1, [dlib, "--driver", "manual"] + common, single))
     return out
 
 
-def compare(build, model, reps):
-    entries = systems(build, model)
+def compare(build, model, reps, peak, quick=False):
+    entries = systems(build, model, quick)
     results = {i: [] for i in range(len(entries))}
     memory = {i: 0.0 for i in range(len(entries))}
     extra = {}
     for rep in range(reps):
         for i, (name, threads, cmd, env_extra) in enumerate(entries):
             env = dict(os.environ, **env_extra)
-            out, rss, _ = measure(cmd, env)
+            out, rss, _ = measure(cmd, env, pinned_cpus(threads))
             report = json.loads(out.strip().splitlines()[-1])
             results[i].append(statistics.median(report["samples_per_s"]))
             memory[i] = max(memory[i], rss)
             extra[i] = report
         print(f"  {model} round {rep + 1}/{reps} done", file=sys.stderr)
     base = statistics.median(results[0])
-    print(f"\n{model.upper()}: median samples/s over {reps} interleaved rounds "
-          f"(each the median of its timed windows)")
-    print(f"{'system':<22} {'threads':>7} {'samples/s':>11} {'kiln ÷ it':>10} {'peak RSS':>10}  note")
+    unit = "windows/s" if model == "transformer" else "samples/s"
+    print(f"\n{model.upper()}: median {unit} over {reps} interleaved rounds "
+          f"(each the median of its timed windows); 1-thread rows pinned to core {pinned_cpus(1)[0]}, "
+          f"2-thread rows to cores {pinned_cpus(2)}")
+    flops = FLOPS_PER_SAMPLE[model]
+    print(f"{flops / 1e6:.2f} MFLOP per {'window of 64 tokens' if model == 'transformer' else 'sample'}; "
+          f"% of peak = {unit} x that / ({peak:.1f} GFLOP/s x threads)")
+    print(f"{'system':<22} {'threads':>7} {unit:>11} {'kiln ÷ it':>10} {'% peak':>7} {'peak RSS':>10}  note")
     for i, (name, threads, _, _) in enumerate(entries):
         med = statistics.median(results[i])
         spread = f"{min(results[i]):.0f}–{max(results[i]):.0f}"
         note = extra[i].get("blas", "")
         note = ("BLAS " + os.path.basename(note.split(" + ")[-1])) if note and note != "none" else ""
-        print(f"{name:<22} {threads:>7} {med:>11,.0f} {base / med:>9.2f}× {memory[i]:>8.0f} MiB  "
+        share = f"{100 * med * flops / (peak * 1e9 * threads):>6.1f}%" if name.startswith("kiln") else f"{'':>7}"
+        print(f"{name:<22} {threads:>7} {med:>11,.0f} {base / med:>9.2f}× {share} {memory[i]:>8.0f} MiB  "
               f"range {spread}{'; ' + note if note else ''}; loss {extra[i]['final_loss']:.3f}")
 
 
@@ -133,13 +213,22 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", required=True)
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--models", default="mlp,cnn")
+    p.add_argument("--models", default="mlp,cnn,transformer")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--quick", action="store_true", help="one round of short windows, no compile report: a smoke "
+                   "check of the harness, not a measurement")
     a = p.parse_args()
+    if a.quick:
+        a.reps, a.no_compile = 1, True
     print(f"kiln side-by-side comparison, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
           f"{open('/proc/loadavg').read().split()[0]} load before the run")
-    for model in filter(None, a.models.split(",")):  # --models "" : the compile report alone
-        compare(a.build, model, a.reps)
+    models = list(filter(None, a.models.split(",")))  # --models "" : the compile report alone
+    if models:
+        peak = fma_peak(a.build)
+        print(f"CPU: {cpu_model()}\nFMA peak (f32, one pinned core, best of 8-24 independent {peak['isa']} chains): "
+              f"{peak['gflops']:.1f} GFLOP/s\n{FLOPS_FORMULA}")
+    for model in models:
+        compare(a.build, model, a.reps, peak["gflops"], a.quick)
     if not a.no_compile:
         compile_report(a.build)
 
