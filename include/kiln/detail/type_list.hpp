@@ -66,18 +66,19 @@ struct list_table<type_list<T...>> {
 template <std::size_t I, class Table>
 using table_at_t = typename decltype(select_indexed<I>(static_cast<const Table*>(nullptr)))::type;
 
-/// The I-th of a list: the compiler's builtin where it has one (Clang),
-/// else through the list's index table.
+/// The I-th of a list: through the list's index table (the list is named
+/// as one type, never spelled out again), or the compiler's builtin where it
+/// has one (Clang).
 template <std::size_t I, class List>
-struct list_at;
+struct list_at {
+  using type = table_at_t<I, typename list_table<List>::type>;
+};
+#ifdef KILN_HAS_TYPE_PACK_ELEMENT
 template <std::size_t I, class... T>
 struct list_at<I, type_list<T...>> {
-#ifdef KILN_HAS_TYPE_PACK_ELEMENT
   using type = __type_pack_element<I, T...>;
-#else
-  using type = table_at_t<I, typename list_table<type_list<T...>>::type>;
-#endif
 };
+#endif
 template <std::size_t I, class List>
 using list_at_t = typename list_at<I, List>::type;
 
@@ -105,30 +106,20 @@ struct join<type_list<A...>, type_list<B...>, type_list<C...>, type_list<D...>, 
 template <class... Lists>
 using join_t = typename join<Lists...>::type;
 
-/// The types of List at the given indices.
-template <class List, class Indices>
-struct pick;
-template <class... T, std::size_t... I>
-struct pick<type_list<T...>, std::index_sequence<I...>> {
-#ifdef KILN_HAS_TYPE_PACK_ELEMENT
-  using type = type_list<__type_pack_element<I, T...>...>;
-#else
-  using table = typename list_table<type_list<T...>>::type;
-  using type = type_list<table_at_t<I, table>...>;
-#endif
-};
 /// The types of List at the indices `Holder::indices` (a constexpr array).
 template <class List, class Holder, class Seq = std::make_index_sequence<Holder::indices.size()>>
 struct pick_by;
+#ifdef KILN_HAS_TYPE_PACK_ELEMENT
 template <class... T, class Holder, std::size_t... J>
 struct pick_by<type_list<T...>, Holder, std::index_sequence<J...>> {
-#ifdef KILN_HAS_TYPE_PACK_ELEMENT
   using type = type_list<__type_pack_element<Holder::indices[J], T...>...>;
-#else
-  using table = typename list_table<type_list<T...>>::type;
-  using type = type_list<table_at_t<Holder::indices[J], table>...>;
-#endif
 };
+#else
+template <class List, class Holder, std::size_t... J>
+struct pick_by<List, Holder, std::index_sequence<J...>> {
+  using type = type_list<list_at_t<Holder::indices[J], List>...>;
+};
+#endif
 
 // ---- iteration ----------------------------------------------------------------
 template <std::size_t I>
