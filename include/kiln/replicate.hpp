@@ -2,8 +2,9 @@
 // step, and the fixed-order reduction of their gradients.
 //
 // WHAT IT IS
-//   `compile<Model, batch<B>, replicate<N>>()` runs N replicas, one pinned
-//   thread each (detail/worker_pool.hpp), every one with its own workspace
+//   `compile<Model, batch<B>, replicate<N>>()` runs N replicas, each on a
+//   core of its own (replica 0 on the calling thread, the others on pinned
+//   threads: detail/worker_pool.hpp), every one with its own workspace
 //   and gradient buffer, all reading the ONE parameter buffer (so ties
 //   cannot break). A step takes N × B samples: replica r the r-th B.
 //
@@ -101,12 +102,17 @@ constexpr std::pair<std::size_t, std::size_t> share_of(std::size_t r, std::size_
 template <std::size_t N, class T, class Gradients>
 void reduce_share(std::pair<std::size_t, std::size_t> share, std::size_t valid, std::size_t b,
                   Gradients&& grad) noexcept {
-  T* out = grad(0);
+  // The buffers' addresses, read once: fetched through `grad` inside the
+  // loop, each store to `out` could change them (for all the compiler
+  // knows), which keeps the loop scalar and reloading them per element.
+  T* const out = grad(0);
+  const T* in[N];
+  for (std::size_t q = 0; q < N; ++q) in[q] = grad(q);
   if (valid == N * b) {
     const T scale = T(1) / static_cast<T>(N);
     for (std::size_t i = share.first; i < share.second; ++i) {
       T sum = out[i];
-      for (std::size_t q = 1; q < N; ++q) sum += grad(q)[i];
+      for (std::size_t q = 1; q < N; ++q) sum += in[q][i];
       out[i] = sum * scale;
     }
     return;
@@ -116,7 +122,7 @@ void reduce_share(std::pair<std::size_t, std::size_t> share, std::size_t valid, 
     weight[q] = valid ? static_cast<T>(samples_of(q, valid, b)) / static_cast<T>(valid) : T(0);
   for (std::size_t i = share.first; i < share.second; ++i) {
     T sum = weight[0] * out[i];
-    for (std::size_t q = 1; q < N; ++q) sum += weight[q] * grad(q)[i];
+    for (std::size_t q = 1; q < N; ++q) sum += weight[q] * in[q][i];
     out[i] = sum;
   }
 }
