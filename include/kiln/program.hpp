@@ -341,16 +341,23 @@ class program {
   }
 
   void backward_replica(std::size_t r, std::span<const target_type> targets, std::size_t valid) {
+    if (start_backward(r, targets, valid)) engines_[r].backward(mode(r));
+  }
+  /// Replica r's loss (into results_[r]) over the first `valid` of its
+  /// samples, the gradient of its output, and its parameter gradients
+  /// cleared: what its backward needs. False when none of its samples
+  /// count (its gradient is then zero, and nothing is left to run).
+  bool start_backward(std::size_t r, std::span<const target_type> targets, std::size_t valid) {
     engine& e = engines_[r];
     if (valid == 0) {
       std::fill_n(e.gradients(), layout::buffer_size, T(0));
       results_[r] = {};
-      return;
+      return false;
     }
     e.clear_gradients();
     results_[r] = bound_loss::evaluate(logits(r), targets.data() + r * B * targets_per_sample, B, valid,
                                        e.output_gradient());
-    e.backward(mode(r));
+    return true;
   }
 
   /// Replica r sums its share of the gradient buffer over all replicas, in

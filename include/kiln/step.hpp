@@ -35,9 +35,19 @@
 //   first: kiln/program.hpp.)
 //
 // COST
-//   No allocation. Without clipping and MPI the reduction and the update
-//   run in one parallel pass (each replica reduces and updates its share of
-//   the flat buffer); with either, the reduction comes first.
+//   No allocation. Without clipping and MPI nothing needs the whole
+//   gradient before the update: with one replica, each layer's parameters
+//   are updated right after the backward of the first layer that uses them,
+//   while their gradient is still in cache (a non-finite loss is caught
+//   before backward starts); with replicate<N>, the reduction and the
+//   update run in one parallel pass (each replica reduces and updates its
+//   share of the flat buffer). With clipping or MPI the reduction comes
+//   first, then the update. Either way the update is element-wise, so the
+//   bits are the same.
+//
+//   An exception thrown by a layer's backward (none of kiln's layers throws
+//   there: an embedding checks its token ids in forward) leaves the layers
+//   after it in the model updated by a one-replica step without clipping.
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
@@ -86,6 +96,14 @@ struct stepper {
       return r;
     };
 
+    // This step's number, 1-based: the store counts the steps applied, so
+    // Adam's bias correction (and a resumed run) sees the one step count.
+    const std::uint64_t number = p.step() + 1;
+    if constexpr (P::replicas == 1) {
+      if (distributed::ranks() == 1 && !(options.max_grad_norm > 0))
+        return layer_by_layer(p, targets, optimizer, state, number, skip);
+    }
+
     auto pass = [&](std::size_t r) {
       p.engines_[r].forward(p.mode(r));
       p.backward_replica(r, targets, P::batch_size);
@@ -119,9 +137,6 @@ struct stepper {
       if (!std::isfinite(result.loss)) return skip(result);
     }
     const T scale = options.max_grad_norm > 0 ? clip_scale<T>(p.gradient_norm(), options.max_grad_norm) : T(1);
-    // This step's number, 1-based: the store counts the steps applied, so
-    // Adam's bias correction (and a resumed run) sees the one step count.
-    const std::uint64_t number = p.step() + 1;
     state.prepare(optimizer, number);
     T* gradient = p.engines_[0].gradients();
     auto update = [&](std::size_t q) {
@@ -135,6 +150,41 @@ struct stepper {
                    std::span<const T>(gradient + begin, end - begin), begin);
     };
     p.run(update);
+    p.set_step(number);
+    return result;
+  }
+
+  /// One replica, one rank, no clipping: nothing needs the whole gradient
+  /// before the update, so each parameter is updated as soon as its
+  /// gradient is complete, right after the backward of the first layer that
+  /// uses it, while that gradient is still in cache (no separate pass over
+  /// parameters, optimizer state and gradients after backward). The loss is
+  /// known before backward starts, so a non-finite one skips the step
+  /// before anything was updated. The update is element-wise, so this gives
+  /// the bits the whole-buffer update gives.
+  template <class P, class O, class State, class Skip>
+  static loss_value layer_by_layer(P& p, std::span<const typename P::target_type> targets, const O& optimizer,
+                                   State& state, std::uint64_t number, Skip& skip) {
+    using T = typename P::scalar_type;
+    const std::span<T> parameters = p.parameters();
+    const T* gradient = p.engines_[0].gradients();
+    bool applied = false;
+    auto pass = [&](std::size_t) {
+      p.engines_[0].forward(p.mode(0));
+      p.start_backward(0, targets, P::batch_size);
+      if (!std::isfinite(p.results_[0].loss)) return;
+      state.prepare(optimizer, number);
+      p.engines_[0].backward_updating(p.mode(0), [&](std::size_t begin, std::size_t end) {
+        state.update(optimizer, parameters.subspan(begin, end - begin),
+                     std::span<const T>(gradient + begin, end - begin), begin);
+      });
+      applied = true;
+    };
+    p.refresh_gemm_weights();
+    p.run(pass);
+    p.gather_outputs();
+    const loss_value result = p.combined(P::global_batch);
+    if (!applied) return skip(result);
     p.set_step(number);
     return result;
   }

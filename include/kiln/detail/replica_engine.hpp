@@ -106,6 +106,20 @@ class replica_engine {
     run::backward(c, passes::backward, exact_input(), gradient_zeroing<Model>::overwrites.data());
   }
 
+  /// backward(m), calling update(begin, end) for each part [begin, end) of
+  /// the flat buffer as soon as its gradient is complete (released_by), while
+  /// it is still in cache. The parts cover the buffer once, last layer's
+  /// first.
+  template <class Update>
+  void backward_updating(const step_mode& m, Update&& update) {
+    frame c = base(m);
+    c.dy = output_gradient();
+    run::backward(c, passes::backward, exact_input(), gradient_zeroing<Model>::overwrites.data(), [&](std::size_t k) {
+      const auto [begin, end] = released_by::part[k];
+      if (begin != end) update(begin, end);
+    });
+  }
+
  private:
   /// One block: gradients | the output's gradient | the sequence's
   /// workspace | its saved region (activations, layers' saved values) |
@@ -166,6 +180,32 @@ class replica_engine {
     };
   };
 
+
+ public:
+  /// part[k]: the part [begin, end) of the flat buffer whose gradient is
+  /// complete once layer k's backward has run: the parameters that layer k
+  /// is the first to use (the later uses of a tied weight run backward
+  /// before it), with the padding after them. Parameters take their places
+  /// in the order of their first use, so each part is one range, and
+  /// together they cover the buffer once.
+  struct released_by {
+    static constexpr auto part = [] {
+      using uses = typename Model::unique;
+      constexpr auto& begin = offsets::params::begin;
+      std::array<std::pair<std::size_t, std::size_t>, layer_count> p{};
+      std::size_t introduced = 0;
+      for (std::size_t k = 0; k < layer_count; ++k) {
+        const std::size_t first = introduced;
+        for (std::size_t u = begin[k]; u < begin[k + 1]; ++u)
+          if (uses::slot[u] == introduced) ++introduced;
+        p[k] = {layout::offsets[first], layout::offsets[introduced]};
+      }
+      return p;
+    }();
+    static_assert(layer_count == 0 || (part[0].first == 0 && part[layer_count - 1].second == layout::buffer_size));
+  };
+
+ private:
   /// Each layer's forward and backward, as functions of a frame: one table
   /// made by one pack expansion. Each pass is compiled for the layer's own
   /// context (detail::layer_pass), whose name does not grow with the model.

@@ -172,16 +172,26 @@ struct sequence_engine {
                                   f32_input(k, exact));
   }
 
+  /// What runs after each layer's backward when nothing does.
+  struct no_hook {
+    constexpr void operator()(std::size_t) const noexcept {}
+  };
+
   /// Last to first, the gradient passed between layers in the two slots.
   /// `overwrites`: per layer, it writes its parameters' gradients instead
-  /// of adding to them (the top level's; null: none does).
+  /// of adding to them (the top level's; null: none does). `after(k)` runs
+  /// once layer k's backward has (for a view, in its turn).
+  template <class After = no_hook>
   static void backward(const Ctx& c, const std::array<backward_fn, count>& pass, const T* exact = nullptr,
-                       const bool* overwrites = nullptr) {
+                       const bool* overwrites = nullptr, After&& after = {}) {
     const T* g = c.dy;
     int current = -1;
     bool reached_input = false;
     for (std::size_t k = count; k-- > 0;) {
-      if (Plan::view[k]) continue;
+      if (Plan::view[k]) {
+        after(k);
+        continue;
+      }
       Ctx s = layer(c, k);
       s.dy = g;
       if (overwrites) s.overwrite_gradients = overwrites[k];
@@ -194,6 +204,7 @@ struct sequence_engine {
       }
       pass[k](s, widened_room(c), f32_input(k, exact));
       g = s.dx;
+      after(k);
     }
     if (!reached_input && c.dx) std::copy_n(g, Plan::input_size * Ctx::batch, c.dx);
   }
