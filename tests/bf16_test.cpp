@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -144,6 +145,61 @@ TEST(bf16, gemm_takes_operands_stored_in_bf16) {
         check_bf16_gemm<true, false, float, bf16>(m, n, k, ++seed);
         check_bf16_gemm<false, true, bf16, bf16>(m, n, k, ++seed);
         check_bf16_gemm<true, true, bf16, bf16>(m, n, k, ++seed);
+      }
+}
+
+// Without AVX512-BF16 a bf16 product is the f32 product of the operands'
+// bf16 values: made while packing on AVX-512 targets (widened from bf16,
+// rounded from f32), from rounded copies elsewhere. Either way it must give
+// the bits of the f32 kernel run on copies rounded by kiln::bf16::from, so
+// that a bf16 program trains to the same bits on every CPU without
+// AVX512-BF16. (With it, vdpbf16ps sums pairs: another order.)
+template <bool TransA, bool TransB, class SA, class SB>
+void expect_the_product_of_rounded_copies(detail::index m, detail::index n, detail::index k, std::uint64_t seed) {
+  using detail::index;
+  rng g(seed);
+  const index lda = TransA ? k : m, ldb = TransB ? n : k;
+  std::vector<float> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  for (auto& v : a) v = static_cast<float>(g.uniform(-3, 3));
+  for (auto& v : b) v = static_cast<float>(g.uniform(-3, 3));
+  a[0] = 0x1.0p-130f;                        // a subnormal: kept, not flushed
+  b.back() = 1.0f + 0x1.0p-8f;               // a tie: to even
+  std::vector<SA> sa(a.size());
+  std::vector<SB> sb(b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) sa[i] = detail::stored_as<SA>(a[i]);
+  for (std::size_t i = 0; i < b.size(); ++i) sb[i] = detail::stored_as<SB>(b[i]);
+  std::vector<float> ra(static_cast<std::size_t>(m * k)), rb(static_cast<std::size_t>(k * n));
+  for (index p = 0; p < k; ++p)
+    for (index i = 0; i < m; ++i)
+      ra[static_cast<std::size_t>(i + p * m)] =
+          round_to_bf16(TransA ? a[static_cast<std::size_t>(p + i * lda)] : a[static_cast<std::size_t>(i + p * lda)]);
+  for (index j = 0; j < n; ++j)
+    for (index p = 0; p < k; ++p)
+      rb[static_cast<std::size_t>(p + j * k)] =
+          round_to_bf16(TransB ? b[static_cast<std::size_t>(j + p * ldb)] : b[static_cast<std::size_t>(p + j * ldb)]);
+  detail::gemm_scratch<float> s, plain;
+  s.use_bf16_operands(true);
+  s.reserve(m, n, k);
+  plain.reserve(m, n, k);
+  std::vector<float> got(static_cast<std::size_t>(m * n), 0.5f), want = got;
+  s.run<TransA, TransB>(m, n, k, sa.data(), lda, sb.data(), ldb, got.data(), m, true);
+  plain.f32_run<false, false>(m, n, k, ra.data(), m, rb.data(), k, want.data(), m);
+  ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+      << m << "×" << n << "×" << k << (TransA ? " Aᵀ" : " A") << (TransB ? " Bᵀ" : " B");
+}
+
+TEST(bf16, without_avx512_bf16_a_product_is_that_of_rounded_copies_bit_for_bit) {
+  if constexpr (detail::gemm_scratch<float>::native_bf16) {
+    GTEST_SKIP() << "this target has AVX512-BF16: its products sum pairs (kiln_no_bf16_instruction_tests covers the rest)";
+  }
+  std::uint64_t seed = 5000;
+  for (detail::index m : {1, 17, 33, 256})
+    for (detail::index n : {1, 9, 64})
+      for (detail::index k : {1, 17, 385, 784}) {
+        expect_the_product_of_rounded_copies<false, false, bf16, float>(m, n, k, ++seed);
+        expect_the_product_of_rounded_copies<true, false, bf16, bf16>(m, n, k, ++seed);
+        expect_the_product_of_rounded_copies<false, true, float, bf16>(m, n, k, ++seed);
+        expect_the_product_of_rounded_copies<true, true, float, float>(m, n, k, ++seed);
       }
 }
 

@@ -12,8 +12,10 @@
 // run: C(m×n, leading dimension ldc) = op(A)·op(B), plus C when
 // `accumulate`; all column-major (an activation block is features × batch,
 // one sample per column); op(A) is m×k (Aᵀ when TransA), op(B) k×n. An
-// operand may be the context's `gemm_param<Tag>()` (bf16 under
-// precision<bf16>) or an activation; C is the context's scalar. Every shape
+// operand may be the context's `gemm_param<Tag>()` (under precision<bf16>,
+// bf16 where the CPU has AVX512-BF16, else the f32 weight, which the
+// product rounds to bf16: take it with `auto`) or an activation; C is the
+// context's scalar. Every shape
 // run must have been reserved (examples/custom_layer.hpp: project<Units>).
 #pragma once
 

@@ -76,6 +76,10 @@ class program {
   using store_type = parameter_store<Model, T>;
   /// How activations are stored: bf16 under precision<bf16>, else T.
   using activation_type = typename engine::activation_type;
+  /// How the GEMMs read the weights: a bf16 copy made once per step under
+  /// precision<bf16> where the CPU has AVX512-BF16; elsewhere T (the
+  /// product rounds the f32 weights to bf16 as it packs them).
+  using gemm_weight_type = typename engine::gemm_weight_type;
   using plan = typename engine::plan;
 
   /// Samples per replica and step.
@@ -254,7 +258,7 @@ class program {
     kept_state_ = detail::make_aligned<T>(state_layout::buffer_size);
     input_ = detail::make_aligned<T>(global_batch * input_size);
     output_ = detail::make_aligned<T>(replicas > 1 || Bf16Gemm ? global_batch * output_size : 0);
-    gemm_weights_ = detail::make_aligned<activation_type>(Bf16Gemm ? layout::buffer_size : 0);
+    gemm_weights_ = detail::make_aligned<gemm_weight_type>(copies_weights ? layout::buffer_size : 0);
     engines_ = std::make_unique<engine[]>(replicas);
     results_ = std::make_unique<loss_value[]>(replicas);
     for (std::size_t r = 0; r < replicas; ++r)
@@ -320,7 +324,7 @@ class program {
   /// bf16: replica r's share of the parameters rounded into the GEMMs' copy,
   /// once per step (every replica's GEMMs read the one copy).
   void refresh_gemm_weights() {
-    if constexpr (Bf16Gemm) {
+    if constexpr (copies_weights) {
       if constexpr (Replication::threaded && replicas > 1) {
         auto convert = [this](std::size_t q) {
           const auto [begin, end] = chunk_of(q);
@@ -390,7 +394,9 @@ class program {
   bool training_ = true;
   detail::aligned_buffer<T> input_;
   detail::aligned_buffer<T> output_;
-  detail::aligned_buffer<activation_type> gemm_weights_;  ///< bf16: the parameters as this step's GEMMs read them
+  /// The GEMMs read a bf16 copy of the weights, made at the start of each step.
+  static constexpr bool copies_weights = !std::is_same_v<gemm_weight_type, T>;
+  detail::aligned_buffer<gemm_weight_type> gemm_weights_;  ///< the parameters as this step's GEMMs read them, when copied
   std::unique_ptr<engine[]> engines_;
   std::unique_ptr<loss_value[]> results_;
   std::unique_ptr<detail::worker_pool> pool_;

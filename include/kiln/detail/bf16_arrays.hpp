@@ -7,7 +7,9 @@
 // AVX512-BF16 targets round 16 values per instruction (vcvtneps2bf16, which
 // rounds the same way, except that it flushes subnormal inputs, below
 // 2⁻¹²⁶ ≈ 1.2e-38 in magnitude, to zero; every element of an array, tail
-// included, is rounded by it there); elsewhere the scalar conversion.
+// included, is rounded by it there); other AVX-512 targets (F and BW) round
+// 16 at a time with integer arithmetic, bit for bit as kiln::bf16::from;
+// elsewhere the scalar conversion.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -39,19 +41,41 @@ constexpr A stored_as(T v) noexcept {
   }
 }
 
-#if defined(__AVX512BF16__)
+#if defined(__AVX512F__)
+/// Each lane of v rounded to bf16 exactly as kiln::bf16::from (nearest,
+/// ties to even; a NaN stays a NaN, made quiet; subnormals kept): the bf16
+/// bits in the low half of each 32-bit lane.
+inline __m512i bf16_bits_of(__m512 v) noexcept {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i high = _mm512_srli_epi32(u, 16);
+  const __m512i rounding = _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(high, _mm512_set1_epi32(1)));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, rounding), 16);
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  return _mm512_mask_or_epi32(rounded, nan, high, _mm512_set1_epi32(0x0040));
+}
+/// Each lane of v rounded to the nearest bf16 value (bf16_bits_of), as an f32.
+inline __m512 bf16_values_of(__m512 v) noexcept { return _mm512_castsi512_ps(_mm512_slli_epi32(bf16_bits_of(v), 16)); }
+#endif
+
+#if defined(__AVX512BF16__) || (defined(__AVX512F__) && defined(__AVX512BW__))
+#define KILN_NARROW16 1
 /// out[l] = bf16(in[l] + bias[l]) for the `count` (≤ 16) first lanes.
 inline void narrow16(const float* in, __m512 bias, std::size_t count, bf16* out) noexcept {
   const __mmask16 m = avx512::lanes(static_cast<std::ptrdiff_t>(count));
-  const __m512i rounded = _mm512_castsi256_si512(
-      reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_add_ps(_mm512_maskz_loadu_ps(m, in), bias))));
+  const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(m, in), bias);
+#if defined(__AVX512BF16__)
+  const __m512i rounded = _mm512_castsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(sum)));
+#else
+  const __m512i rounded = _mm512_castsi256_si512(_mm512_cvtepi32_epi16(bf16_bits_of(sum)));
+#endif
   _mm512_mask_storeu_epi16(out, static_cast<__mmask32>(m), rounded);  // (16-bit lanes, AVX-512BW)
 }
 #endif
 
 /// out[i] = bf16(in[i] + bias) for i < n.
 inline void narrow(const float* in, std::size_t n, bf16* out, float bias = 0.0f) noexcept {
-#if defined(__AVX512BF16__)
+#if defined(KILN_NARROW16)
   const __m512 b = _mm512_set1_ps(bias);
   for (std::size_t i = 0; i < n; i += 16) narrow16(in + i, b, std::min<std::size_t>(16, n - i), out + i);
 #else
@@ -81,7 +105,7 @@ inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, 
       narrow(col, rows, o);
       continue;
     }
-#if defined(__AVX512BF16__)
+#if defined(KILN_NARROW16)
     for (std::size_t i = 0; i < rows; i += 16) {
       const std::size_t count = std::min<std::size_t>(16, rows - i);
       narrow16(col + i, _mm512_maskz_loadu_ps(avx512::lanes(static_cast<std::ptrdiff_t>(count)), bias + i), count,
@@ -94,5 +118,7 @@ inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, 
 }
 
 }  // namespace kiln::detail
+
+#undef KILN_NARROW16
 
 KILN_AVX512_END

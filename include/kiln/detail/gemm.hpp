@@ -22,6 +22,7 @@
 
 #include <kiln/detail/sgemm_avx512.hpp>
 #include <kiln/detail/sgemm_avx512_bf16.hpp>
+#include <kiln/detail/sgemm_avx512_bf16_values.hpp>
 
 static_assert(
     EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION >= 4,
@@ -55,7 +56,7 @@ class gemm_scratch {
 
   void reserve(index m, index n, index k) {
     if (m == 0 || n == 0 || k == 0) return;  // run() packs nothing
-    if (std::is_same_v<T, float> && bf16_ && !native_bf16) {
+    if (std::is_same_v<T, float> && bf16_ && !native_bf16 && !packs_bf16_values) {
       // the portable path rounds op(A) and op(B) into copies first
       need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
       if (need_rounded_ > cap_rounded_) rounded_ = allocate(need_rounded_, cap_rounded_);
@@ -77,6 +78,16 @@ class gemm_scratch {
   /// has them); otherwise they are rounded to bf16 and multiplied in f32.
   static constexpr bool native_bf16 =
 #if defined(__AVX512BF16__)
+      std::is_same_v<T, float>;
+#else
+      false;
+#endif
+
+  /// True when, without AVX512-BF16, bf16 operands are widened (and f32
+  /// ones rounded) while kiln's AVX-512 kernel packs them
+  /// (detail/sgemm_avx512_bf16_values.hpp) rather than rounded into copies.
+  static constexpr bool packs_bf16_values =
+#if defined(__AVX512F__) && defined(__AVX512BW__) && !defined(__AVX512BF16__)
       std::is_same_v<T, float>;
 #else
       false;
@@ -115,6 +126,10 @@ class gemm_scratch {
       if (bf16_source || bf16_) {
 #if defined(__AVX512BF16__)
         avx512::gemm_bf16<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
+#elif defined(__AVX512F__) && defined(__AVX512BW__)
+        assert(static_cast<std::size_t>(avx512::packed_a_floats(m, k)) <= cap_a_ &&
+               static_cast<std::size_t>(avx512::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
+        avx512::gemm_bf16_values<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #else
         // Portable: round op(A) and op(B) to bf16 (widen a bf16 operand)
         // into plain column-major copies, then the f32 product (exact

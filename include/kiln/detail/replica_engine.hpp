@@ -29,10 +29,10 @@ namespace kiln::detail {
 
 /// The buffers a replica reads and writes but does not own (the program
 /// does; they never move while it lives).
-template <class T, class A>
+template <class T, class A, class W>
 struct replica_buffers {
   const T* params = nullptr;        ///< the one flat parameter buffer
-  const A* gemm_weights = nullptr;  ///< bf16: the step's rounded copy of it
+  const W* gemm_weights = nullptr;  ///< bf16 GEMM weights: the step's rounded copy of it
   T* state = nullptr;               ///< running statistics (replica 0 of each process updates them)
   T* input = nullptr;               ///< this replica's B input samples
   T* output = nullptr;              ///< bf16: where this replica's output is widened to
@@ -49,13 +49,18 @@ template <class Model, std::size_t B, class T, bool Bf16Gemm>
 class replica_engine {
  public:
   using activation_type = std::conditional_t<Bf16Gemm, bf16, T>;
+  /// How the GEMMs read the weights: under precision<bf16>, a bf16 copy
+  /// made once per step where the CPU multiplies bf16 (AVX512-BF16);
+  /// elsewhere the f32 parameters themselves, which the product rounds to
+  /// bf16 as it packs them (a copy would only add a pass; same bits).
+  using gemm_weight_type = std::conditional_t<Bf16Gemm && gemm_scratch<T>::native_bf16, bf16, T>;
   using layout = typename Model::parameters;
   using plan = typename Model::template memory_plan<B, activation_type>;
   using sequence = typename plan::sequence;
-  using buffers = replica_buffers<T, activation_type>;
+  using buffers = replica_buffers<T, activation_type, gemm_weight_type>;
   /// What the engine hands a layer's pass: the views of the step, with no
   /// parameter offsets of its own (so its type does not name the model).
-  using frame = layer_context<T, B, parameter_layout<>, parameter_layout<>, activation_type, activation_type>;
+  using frame = layer_context<T, B, parameter_layout<>, parameter_layout<>, activation_type, gemm_weight_type>;
   using run = sequence_engine<sequence, frame>;
   static constexpr std::size_t layer_count = Model::layer_count;
   static constexpr std::size_t input_size = Model::input_shape_type::size;
@@ -230,7 +235,7 @@ class replica_engine {
   /// The sequence's context: its input, its regions, the step's views.
   frame base(const step_mode& m) const noexcept {
     frame c;
-    if constexpr (Bf16Gemm) c.wg = shared_.gemm_weights;
+    if constexpr (!std::is_same_v<gemm_weight_type, T>) c.wg = shared_.gemm_weights;
     c.x = input();
     c.w = shared_.params;
     c.dw = gradients();
