@@ -140,6 +140,14 @@ def systems(build, model, quick=False):
             env = {"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "LD_LIBRARY_PATH": OPENBLAS}
             out.append(("PyTorch tuned" if tuned else "PyTorch", threads, torch + ["--threads", str(threads)] + common,
                         dict(env, **MALLOC_TUNED) if tuned else env))
+    # libtorch C++: the peer a C++ user would pick; malloc-tuned like "PyTorch
+    # tuned" (the same glibc behaviour), one and two intra-op threads.
+    libtorch = os.path.join(cmp, "kiln_compare_libtorch")
+    if os.path.exists(libtorch):
+        for threads in (1, 2):
+            env = {"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "LD_LIBRARY_PATH": OPENBLAS}
+            out.append(("libtorch C++ tuned", threads, [libtorch, "--threads", str(threads)] + common,
+                        dict(env, **MALLOC_TUNED)))
     dlib = os.path.join(cmp, "kiln_compare_dlib")
     if os.path.exists(dlib) and model != "transformer":
         out.append(("dlib dnn_trainer", 1, [dlib, "--driver", "trainer"] + common, single))
