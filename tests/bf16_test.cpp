@@ -219,9 +219,12 @@ TEST(bf16, activations_are_stored_in_bf16) {
   static_assert(mlp::memory_plan<64, bf16>::activation_bytes * 2 == mlp::memory_plan<64>::activation_bytes,
                 "bf16 activations take half the bytes of f32 ones");
   static_assert(mlp::memory_plan<64, bf16>::widened_elements == 0, "every layer of the MLP takes bf16 activations");
-  static_assert(mlp::memory_plan<64, bf16>::gemm_weight_bytes == 2 * mlp::parameters::buffer_size);
+  static_assert(mlp::memory_plan<64, bf16>::gemm_weight_bytes ==
+                (native_bf16_products ? 2 * mlp::parameters::buffer_size : 0));
   auto h = compile<mlp, batch<8>, precision<bf16>>(1);
   auto f = compile<mlp, batch<8>>(1);
+  static_assert(std::is_same_v<decltype(h)::gemm_weight_type, std::conditional_t<native_bf16_products, bf16, float>>,
+                "the GEMMs read a bf16 copy of the weights only where the CPU multiplies bf16");
   rng g(2);
   for (std::size_t i = 0; i < f.input().size(); ++i) f.input()[i] = h.input()[i] = static_cast<float>(g.uniform(-1, 1));
   h.forward();

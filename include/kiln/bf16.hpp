@@ -41,6 +41,16 @@ struct bf16 {
   friend constexpr bool operator==(bf16, bf16) noexcept = default;
 };
 
+/// True where the compiler targets AVX512-BF16: bf16 products run on the
+/// CPU's pairwise dot products, for which a precision<bf16> program keeps a
+/// bf16 copy of its weights (elsewhere they are rounded as they are packed).
+inline constexpr bool native_bf16_products =
+#if defined(__AVX512BF16__)
+    true;
+#else
+    false;
+#endif
+
 /// `f` rounded to the nearest bf16 value, as an f32.
 constexpr float round_to_bf16(float f) noexcept { return static_cast<float>(bf16::from(f)); }
 

@@ -212,8 +212,10 @@ struct model<InputEntry, Layers...> {
   struct memory_plan : detail::model_plan<layer_types, input_shape_type, B, T> {
     using base = detail::model_plan<layer_types, input_shape_type, B, T>;
     static constexpr std::size_t parameter_bytes = parameters::buffer_size * sizeof(typename base::scalar);
-    /// Under bf16: the step's bf16 copy of the parameters, which GEMMs read.
-    static constexpr std::size_t gemm_weight_bytes = base::bf16_activations ? parameters::buffer_size * sizeof(bf16) : 0;
+    /// Under bf16 on a CPU with AVX512-BF16: the step's bf16 copy of the
+    /// parameters, which GEMMs read (elsewhere they read the f32 ones).
+    static constexpr std::size_t gemm_weight_bytes =
+        base::bf16_activations && native_bf16_products ? parameters::buffer_size * sizeof(bf16) : 0;
     /// Parameters, their gradients, activations, activation gradients,
     /// scratch, saved values, and under bf16 the weights' copy and the
     /// widened room.

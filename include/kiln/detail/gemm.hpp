@@ -76,12 +76,7 @@ class gemm_scratch {
 
   /// True when bf16 operands go through AVX512-BF16 dot products (the target
   /// has them); otherwise they are rounded to bf16 and multiplied in f32.
-  static constexpr bool native_bf16 =
-#if defined(__AVX512BF16__)
-      std::is_same_v<T, float>;
-#else
-      false;
-#endif
+  static constexpr bool native_bf16 = native_bf16_products && std::is_same_v<T, float>;
 
   /// True when, without AVX512-BF16, bf16 operands are widened (and f32
   /// ones rounded) while kiln's AVX-512 kernel packs them
