@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,9 +67,12 @@ struct CharTransformerImpl : torch::nn::Module {
       : embedding(register_module("embedding", torch::nn::Embedding(compare::kTokenVocabulary, kWidth))),
         positions(register_parameter("positions", torch::randn({compare::kTokenContext, 1, kWidth}) * 0.02)),
         norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})))),
-        // True above the diagonal: position i attends to positions <= i only.
-        causal(register_buffer("causal", torch::ones({compare::kTokenContext, compare::kTokenContext},
-                                                     torch::TensorOptions().dtype(torch::kBool))
+        // −∞ above the diagonal: position i attends to positions <= i only.
+        // (libtorch 1.13's C++ attention adds attn_mask to the scores, a
+        // bool mask too: True would add 1 and let every position see the
+        // future, so the mask is additive, as the Python module makes it.)
+        causal(register_buffer("causal", torch::full({compare::kTokenContext, compare::kTokenContext},
+                                                     -std::numeric_limits<float>::infinity())
                                              .triu(1))) {
     torch::NoGradGuard no_grad;
     embedding->weight.normal_(0, 0.02);
