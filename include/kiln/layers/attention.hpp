@@ -31,6 +31,7 @@
 
 #include <Eigen/Core>
 
+#include <kiln/detail/lane_sum.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/detail/vector_math.hpp>
 #include <kiln/layer.hpp>
@@ -171,8 +172,7 @@ struct causal_self_attention {
           for (std::size_t i = 0; i < L; ++i) {  // through the softmax and the scale: dS
             const T* pc = p + i * L;
             T* dc = d_p + i * L;
-            T dot = 0;
-            for (std::size_t j = 0; j <= i; ++j) dot += pc[j] * dc[j];
+            const T dot = detail::lane_sum<T>(i + 1, [&](std::size_t j) { return pc[j] * dc[j]; });
             for (std::size_t j = 0; j <= i; ++j) dc[j] = pc[j] * (dc[j] - dot) * scale;
             for (std::size_t j = i + 1; j < L; ++j) dc[j] = T(0);
           }

@@ -15,8 +15,8 @@
 #include <cstddef>
 #include <string>
 
-
 #include <kiln/detail/bf16_arrays.hpp>
+#include <kiln/detail/lane_sum.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -51,15 +51,21 @@ struct layer_norm {
     /// Under precision<bf16> it reads and writes bf16 activations (statistics in f32).
     static constexpr bool bf16_activations = true;
 
+    /// Σ f(i) over a row, in one fixed order whatever the CPU (detail/lane_sum.hpp).
+    template <class T, class F>
+    static T lane_sum(F&& f) {
+      return detail::lane_sum<T>(D, f);
+    }
+
     /// A row's mean and 1/√(σ² + ε); X is the activations' storage.
     template <class X, class T>
     static void statistics(const X* x, T& mean, T& rstd) {
       using detail::value_of;
-      T m = 0;
-      for (std::size_t i = 0; i < D; ++i) m += value_of(x[i]);
-      m /= T(D);
-      T v = 0;
-      for (std::size_t i = 0; i < D; ++i) v += (value_of(x[i]) - m) * (value_of(x[i]) - m);
+      const T m = lane_sum<T>([&](std::size_t i) { return static_cast<T>(value_of(x[i])); }) / T(D);
+      const T v = lane_sum<T>([&](std::size_t i) {
+        const T d = static_cast<T>(value_of(x[i])) - m;
+        return d * d;
+      });
       mean = m;
       rstd = T(1) / std::sqrt(v / T(D) + T(1e-5));
     }
@@ -92,15 +98,13 @@ struct layer_norm {
         const T* dy = c.dy + r * D;
         T mean, rstd;
         statistics(x, mean, rstd);
-        T sum_dxhat = 0, sum_dxhat_xhat = 0;
         for (std::size_t i = 0; i < D; ++i) {
-          const T xhat = (value_of(x[i]) - mean) * rstd;
-          dg[i] += dy[i] * xhat;
+          dg[i] += dy[i] * ((value_of(x[i]) - mean) * rstd);
           db[i] += dy[i];
-          const T dxhat = dy[i] * g[i];
-          sum_dxhat += dxhat;
-          sum_dxhat_xhat += dxhat * xhat;
         }
+        const T sum_dxhat = lane_sum<T>([&](std::size_t i) { return dy[i] * g[i]; });
+        const T sum_dxhat_xhat =
+            lane_sum<T>([&](std::size_t i) { return dy[i] * g[i] * ((value_of(x[i]) - mean) * rstd); });
         if (c.dx) {
           for (std::size_t i = 0; i < D; ++i) {
             const T xhat = (value_of(x[i]) - mean) * rstd;
