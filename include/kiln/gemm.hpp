@@ -1,6 +1,7 @@
 // kiln/gemm.hpp — the matrix product a layer of your own may run: the one
-// kiln's dense and conv2d run (kiln's AVX-512 kernel, AVX512-BF16 under
-// precision<bf16>, Eigen's elsewhere), with no allocation during a step.
+// kiln's dense and conv2d run (kiln's AVX-512 or AVX2 kernel, the same bits
+// on either; AVX512-BF16 under precision<bf16>; Eigen's on older CPUs and
+// for double), with no allocation during a step.
 //
 //   template <std::size_t B, class T>
 //   static void reserve(kiln::gemm_scratch<T>& g) {    // member::reserve

@@ -1,5 +1,5 @@
-// kiln's GEMM (its AVX-512 kernel where the target has it, Eigen's kernel
-// otherwise) against a plain triple loop in double, over shapes that hit
+// kiln's GEMM (its AVX-512 or AVX2 kernel where the target has one, Eigen's
+// kernel otherwise) against a plain triple loop in double, over shapes that hit
 // every edge of the blocking: partial micro-tiles in m and n, depths across
 // a panel boundary, all four transpositions, accumulate or overwrite, and a
 // leading dimension larger than the matrix. The operands sit against a page
@@ -15,7 +15,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <memory>
+#include <new>
 #include <cstddef>
 #include <cstdlib>
 #include <vector>
@@ -108,8 +113,126 @@ TEST(gemm, matches_a_triple_loop_on_every_edge_of_the_blocking) {
       }
 }
 
-TEST(gemm, says_which_kernel_it_runs) {
+/// op(A)·op(B) (+ C) summed as kiln's kernels document it
+/// (detail/gemm_blocking.hpp): per block of depth, one chain of std::fma
+/// from zero, added to the running value of C.
+template <bool TransA, bool TransB>
+std::vector<float> in_kilns_order(index m, index n, index k, const float* a, index lda, const float* b, index ldb,
+                                  std::vector<float> c, index ldc, bool accumulate) {
+  const index block = kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
+  for (index j = 0; j < n; ++j)
+    for (index i = 0; i < m; ++i) {
+      float& out = c[static_cast<std::size_t>(i + j * ldc)];
+      if (!accumulate) out = 0.0f;
+      for (index p0 = 0; p0 < k; p0 += block) {
+        float chain = 0.0f;
+        for (index p = p0; p < std::min(k, p0 + block); ++p)
+          chain = std::fma(TransA ? a[p + i * lda] : a[i + p * lda], TransB ? b[j + p * ldb] : b[p + j * ldb], chain);
+        out = p0 == 0 && !accumulate ? chain : out + chain;
+      }
+    }
+  return c;
+}
+
+/// kiln's kernel gemm (avx512::gemm or avx2::gemm) with `blocks`, against in_kilns_order, bit for bit.
+template <bool TransA, bool TransB, class Kernel>
+void check_bits(Kernel kernel, index m, index n, index k, bool accumulate, std::uint64_t seed,
+                const kiln::detail::gemm_blocks& blocks, std::ptrdiff_t packed_a, std::ptrdiff_t packed_b) {
+  kiln::rng g(seed);
+  const index lda = (TransA ? k : m) + 1, ldb = (TransB ? n : k) + 2, ldc = m + 3;
+  std::vector<float> a(static_cast<std::size_t>(lda * (TransA ? m : k))), b(static_cast<std::size_t>(ldb * (TransB ? k : n))),
+      c(static_cast<std::size_t>(ldc * n));
+  for (auto& v : a) v = static_cast<float>(g.uniform(-1, 1));
+  for (auto& v : b) v = static_cast<float>(g.uniform(-1, 1));
+  for (auto& v : c) v = static_cast<float>(g.uniform(-1, 1));
+  const std::vector<float> want = in_kilns_order<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c, ldc, accumulate);
+  struct aligned_free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  const auto buffer = [](std::ptrdiff_t floats) {
+    return std::unique_ptr<float[], aligned_free>(
+        static_cast<float*>(::operator new[](static_cast<std::size_t>(floats) * sizeof(float), std::align_val_t{64})));
+  };
+  auto pa = buffer(packed_a), pb = buffer(packed_b);
+  kernel(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, pa.get(), pb.get(), !accumulate, blocks);
+  for (std::size_t at = 0; at < c.size(); ++at)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(c[at]), std::bit_cast<std::uint32_t>(want[at]))
+        << "m " << m << " n " << n << " k " << k << " TransA " << TransA << " TransB " << TransB << " element " << at
+        << ": " << c[at] << " against " << want[at];
+}
+
+/// Every transposition and edge, with this CPU's blocking and with the
+/// smallest one (one micro-tile of rows and of columns per block).
+template <class Ns>
+void check_kernel_bits() {
+  using kiln::detail::gemm_blocks;
+  const gemm_blocks cpu = Ns::blocks(), smallest{Ns::MR, Ns::NR};
+  const index ms[] = {1, 9, 16, 33, 257};
+  const index ns[] = {1, 7, 64};
+  const index ks[] = {1, 17, 384, 385, 800};
+  std::uint64_t seed = 100;
+  for (const gemm_blocks& blocks : {cpu, smallest})
+    for (index m : ms)
+      for (index n : ns)
+        for (index k : ks) {
+          const bool acc = ++seed % 2 == 0;
+          const auto pa = kiln::detail::gemm_packed_a_floats<Ns::MR>(m, k, blocks),
+                     pb = kiln::detail::gemm_packed_b_floats<Ns::NR>(n, k, blocks);
+          check_bits<false, false>(Ns::template gemm<false, false>, m, n, k, acc, seed, blocks, pa, pb);
+          check_bits<true, false>(Ns::template gemm<true, false>, m, n, k, acc, seed, blocks, pa, pb);
+          check_bits<false, true>(Ns::template gemm<false, true>, m, n, k, acc, seed, blocks, pa, pb);
+          check_bits<true, true>(Ns::template gemm<true, true>, m, n, k, acc, seed, blocks, pa, pb);
+        }
+}
+
 #if defined(__AVX512F__)
+struct avx512_kernel {
+  static constexpr std::ptrdiff_t MR = kiln::detail::avx512::MR, NR = kiln::detail::avx512::NR;
+  static const kiln::detail::gemm_blocks& blocks() { return kiln::detail::avx512::cpu_blocks(); }
+  template <bool TA, bool TB>
+  static void gemm(index m, index n, index k, const float* a, index lda, const float* b, index ldb, float* c, index ldc,
+                   float* pa, float* pb, bool overwrite, const kiln::detail::gemm_blocks& blocks) {
+    kiln::detail::avx512::gemm<TA, TB>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite, blocks);
+  }
+};
+TEST(gemm, avx512_kernel_sums_in_kilns_order_bit_for_bit) { check_kernel_bits<avx512_kernel>(); }
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+struct avx2_kernel {
+  static constexpr std::ptrdiff_t MR = kiln::detail::avx2::MR, NR = kiln::detail::avx2::NR;
+  static const kiln::detail::gemm_blocks& blocks() { return kiln::detail::avx2::cpu_blocks(); }
+  template <bool TA, bool TB>
+  static void gemm(index m, index n, index k, const float* a, index lda, const float* b, index ldb, float* c, index ldc,
+                   float* pa, float* pb, bool overwrite, const kiln::detail::gemm_blocks& blocks) {
+    kiln::detail::avx2::gemm<TA, TB>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite, blocks);
+  }
+};
+// (Where both are compiled, as in an AVX-512 build, this also shows that the
+// two kernels give the same bits.)
+TEST(gemm, avx2_kernel_sums_in_kilns_order_bit_for_bit) { check_kernel_bits<avx2_kernel>(); }
+#endif
+
+TEST(gemm, blocking_follows_the_cpu_caches) {
+  using kiln::detail::gemm_blocks;
+  // 30 % of L2 for the A block, KC = 384 deep (1,536 bytes a row), whole MR-row panels;
+  // at most a quarter of L3 for the B block, whole NR-column panels, 4,096 columns at most.
+  const gemm_blocks zen4 = gemm_blocks::for_caches({1 << 20, 32 << 20}, 32, 8);
+  EXPECT_EQ(zen4.mc, 192);  // 314,572 bytes: 204 rows
+  EXPECT_EQ(zen4.nc, 4096);
+  const gemm_blocks ice_lake = gemm_blocks::for_caches({1280 << 10, 48 << 20}, 32, 8);
+  EXPECT_EQ(ice_lake.mc, 256);
+  const gemm_blocks small = gemm_blocks::for_caches({256 << 10, 6 << 20}, 16, 6);
+  EXPECT_EQ(small.mc, 48);    // 78,643 bytes: 51 rows
+  EXPECT_EQ(small.nc, 1020);  // 1,572,864 bytes: 1,024 columns
+  const gemm_blocks tiny = gemm_blocks::for_caches({16 << 10, 64 << 10}, 32, 8);
+  EXPECT_EQ(tiny.mc, 32);  // never less than one panel
+  EXPECT_EQ(tiny.nc, 8);
+  EXPECT_GT(kiln::detail::cpu_caches().l2, 0);
+  EXPECT_GT(kiln::detail::cpu_caches().l3, 0);
+}
+
+TEST(gemm, says_which_kernel_it_runs) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   EXPECT_TRUE(kiln::detail::gemm_scratch<float>::own_kernel);
 #else
   EXPECT_FALSE(kiln::detail::gemm_scratch<float>::own_kernel);

@@ -20,6 +20,7 @@
 
 #include <kiln/bf16.hpp>
 
+#include <kiln/detail/sgemm_avx2.hpp>
 #include <kiln/detail/sgemm_avx512.hpp>
 #include <kiln/detail/sgemm_avx512_bf16.hpp>
 #include <kiln/detail/sgemm_avx512_bf16_values.hpp>
@@ -31,6 +32,18 @@ static_assert(
 namespace kiln::detail {
 
 using index = Eigen::Index;
+
+/// The kernel run() uses for f32 on this target (both namespaces have
+/// packed_a_floats, packed_b_floats and gemm); Eigen's where neither is compiled.
+#if defined(__AVX512F__)
+#define KILN_DETAIL_OWN_SGEMM 1
+namespace own = avx512;
+#elif defined(__AVX2__) && defined(__FMA__)
+#define KILN_DETAIL_OWN_SGEMM 1
+namespace own = avx2;
+#else
+#define KILN_DETAIL_OWN_SGEMM 0
+#endif
 
 /// Eigen's blocking descriptor, with packing buffers that kiln owns.
 template <class T>
@@ -64,10 +77,10 @@ class gemm_scratch {
     auto [kc, mc, nc] = blocking(m, n, k);
     need_a_ = std::max(need_a_, static_cast<std::size_t>(kc * mc));
     need_b_ = std::max(need_b_, static_cast<std::size_t>(kc * nc));
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float>) {
-      need_a_ = std::max(need_a_, static_cast<std::size_t>(avx512::packed_a_floats(m, k)));
-      need_b_ = std::max(need_b_, static_cast<std::size_t>(avx512::packed_b_floats(n, k)));
+#if KILN_DETAIL_OWN_SGEMM
+    if constexpr (own_kernel) {
+      need_a_ = std::max(need_a_, static_cast<std::size_t>(own::packed_a_floats(m, k)));
+      need_b_ = std::max(need_b_, static_cast<std::size_t>(own::packed_b_floats(n, k)));
     }
 #endif
     if (need_a_ > cap_a_) a_ = allocate(need_a_, cap_a_);
@@ -88,10 +101,11 @@ class gemm_scratch {
       false;
 #endif
 
-  /// True when run() uses kiln's AVX-512 kernel (f32 on an AVX-512 target)
-  /// rather than Eigen's.
+  /// True when run() uses one of kiln's kernels (f32 on an AVX-512 target,
+  /// or an AVX2 + FMA one) rather than Eigen's. Both sum in the same order
+  /// (detail/gemm_blocking.hpp): the same bits on either kind of CPU.
   static constexpr bool own_kernel =
-#if defined(__AVX512F__)
+#if KILN_DETAIL_OWN_SGEMM
       std::is_same_v<T, float>;
 #else
       false;
@@ -144,17 +158,17 @@ class gemm_scratch {
     if constexpr (!bf16_source) f32_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, !accumulate);
   }
 
-  /// C += op(A)·op(B) in f32 (or f64): kiln's kernel where it has one, else
+  /// C += op(A)·op(B) in f32 (or f64): kiln's kernel where it has one (AVX-512, else AVX2), else
   /// Eigen's. With `overwrite` kiln's kernel sets C instead (Eigen's
   /// caller has zeroed it).
   template <bool TransA, bool TransB>
   void f32_run(index m, index n, index k, const T* a, index lda, const T* b, index ldb, T* c, index ldc,
                bool overwrite = false) {
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float>) {
-      assert(static_cast<std::size_t>(avx512::packed_a_floats(m, k)) <= cap_a_ &&
-             static_cast<std::size_t>(avx512::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
-      avx512::gemm<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), overwrite);
+#if KILN_DETAIL_OWN_SGEMM
+    if constexpr (own_kernel) {
+      assert(static_cast<std::size_t>(own::packed_a_floats(m, k)) <= cap_a_ &&
+             static_cast<std::size_t>(own::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
+      own::gemm<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), overwrite);
       return;
     }
 #endif

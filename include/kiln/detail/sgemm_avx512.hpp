@@ -1,9 +1,10 @@
 // kiln/detail/sgemm_avx512.hpp — kiln's own f32 GEMM for AVX-512 targets.
 //
-// C(m×n) += op(A)(m×k) · op(B)(k×n), column-major, in the BLIS scheme:
-// B is packed into panels of NR columns (KC deep), A into panels of MR rows,
-// and a register-blocked micro-kernel keeps an MR×NR tile of C in zmm
-// registers while it walks the KC depth: two 16-float loads of A and NR
+// C(m×n) += op(A)(m×k) · op(B)(k×n), column-major, in the BLIS scheme
+// (the blocking, derived from the CPU's caches, and its loops:
+// detail/gemm_blocking.hpp): B is packed into panels of NR columns, A into
+// panels of MR rows, and a register-blocked micro-kernel keeps an MR×NR
+// tile of C in zmm registers while it walks a block of depth: two 16-float loads of A and NR
 // broadcasts of B feed 2·NR fused multiply-adds per step (MR = 32, NR = 8:
 // 16 accumulators, enough independent chains for the FMA latency).
 //
@@ -15,8 +16,9 @@
 // bf16 operands (AVX512-BF16, the same blocking): detail/sgemm_avx512_bf16.hpp.
 //
 // The packing space is the caller's (kiln::detail::gemm_scratch): nothing is
-// allocated here. Compiled only where the compiler targets AVX-512F; other
-// targets use Eigen's kernel (kiln/detail/gemm.hpp chooses).
+// allocated here. Compiled only where the compiler targets AVX-512F; AVX2
+// targets use detail/sgemm_avx2.hpp (the same sums in the same order), others
+// Eigen's kernel (kiln/detail/gemm.hpp chooses).
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -30,31 +32,25 @@
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/avx512.hpp>
+#include <kiln/detail/gemm_blocking.hpp>
 
 KILN_AVX512_BEGIN
 
 namespace kiln::detail::avx512 {
 
-inline constexpr std::ptrdiff_t MR = 32;    ///< rows of C per micro-tile (two zmm)
-inline constexpr std::ptrdiff_t NR = 8;     ///< columns of C per micro-tile (the batch, 64, is a multiple)
-inline constexpr std::ptrdiff_t KC = 384;   ///< depth of a packed panel
-inline constexpr std::ptrdiff_t MC = 192;   ///< rows of A packed at a time (MC × KC floats: 288 KiB, in L2)
-inline constexpr std::ptrdiff_t NC = 4096;  ///< columns of B packed at a time (a multiple of NR)
+inline constexpr std::ptrdiff_t MR = 32;  ///< rows of C per micro-tile (two zmm)
+inline constexpr std::ptrdiff_t NR = 8;   ///< columns of C per micro-tile (the batch, 64, is a multiple)
 
-/// The block of an extent `total` split into equal blocks of at most `most`,
-/// rounded up to a multiple of `unit` (784 deep: 3 × 272, not 384 + 384 + 16).
-constexpr std::ptrdiff_t even_block(std::ptrdiff_t total, std::ptrdiff_t most, std::ptrdiff_t unit) {
-  const std::ptrdiff_t blocks = (total + most - 1) / most;
-  const std::ptrdiff_t block = (total + blocks - 1) / blocks;
-  return std::min(most, (block + unit - 1) / unit * unit);
-}
+/// The rows of A and columns of B packed at a time on this CPU (from its
+/// caches: detail/gemm_blocking.hpp); the depth is gemm_kc everywhere.
+inline const gemm_blocks& cpu_blocks() { return gemm_blocks::of_cpu<MR, NR>(); }
 
 /// Floats of packing space run() needs for A and for B, for any m, n, k.
-constexpr std::ptrdiff_t packed_a_floats(std::ptrdiff_t m, std::ptrdiff_t k) {
-  return (even_block(m, MC, MR) + MR - 1) / MR * MR * even_block(k, KC, 16);
+inline std::ptrdiff_t packed_a_floats(std::ptrdiff_t m, std::ptrdiff_t k) {
+  return gemm_packed_a_floats<MR>(m, k, cpu_blocks());
 }
-constexpr std::ptrdiff_t packed_b_floats(std::ptrdiff_t n, std::ptrdiff_t k) {
-  return (even_block(n, NC, NR) + NR - 1) / NR * NR * even_block(k, KC, 16);
+inline std::ptrdiff_t packed_b_floats(std::ptrdiff_t n, std::ptrdiff_t k) {
+  return gemm_packed_b_floats<NR>(n, k, cpu_blocks());
 }
 
 /// 16 consecutive operand values as f32 (all, or the lanes of a mask, the
@@ -241,44 +237,9 @@ template <int V>
   store_tile<V>(acc, c, ldc, rows, cols, add);
 }
 
-/// The blocking loops shared by the f32 and bf16 products. Ops names the
-/// packed element type, how many of them a row takes per step of depth
-/// (`width`), how many steps a depth of kc is, the packing routines and the
-/// micro-kernel. With `overwrite`, the first block of depth stores C
-/// instead of adding to it (C's old values are never read).
-template <class Ops, bool TransA, bool TransB, class SA, class SB>
-void blocked_gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda, const SB* b,
-                  std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, typename Ops::packed* pa, typename Ops::packed* pb,
-                  bool overwrite) {
-  const std::ptrdiff_t nc_block = even_block(n, NC, NR), kc_block = even_block(k, KC, 16),
-                       mc_block = even_block(m, MC, MR);
-  for (std::ptrdiff_t jc = 0; jc < n; jc += nc_block) {
-    const std::ptrdiff_t nc = std::min(nc_block, n - jc);
-    for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
-      const std::ptrdiff_t kc = std::min(kc_block, k - pc), panel = Ops::steps(kc) * Ops::width;
-      const bool add = pc > 0 || !overwrite;
-      Ops::template pack_b<TransB>(TransB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, pb);
-      for (std::ptrdiff_t ic = 0; ic < m; ic += mc_block) {
-        const std::ptrdiff_t mc = std::min(mc_block, m - ic);
-        Ops::template pack_a<TransA>(TransA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, pa);
-        for (std::ptrdiff_t jr = 0; jr < nc; jr += NR) {
-          for (std::ptrdiff_t ir = 0; ir < mc; ir += MR) {
-            const std::ptrdiff_t rows = std::min(MR, mc - ir), cols = std::min(NR, nc - jr);
-            float* tile = c + (ic + ir) + (jc + jr) * ldc;
-            if (rows > 16) {
-              Ops::template kernel<2>(Ops::steps(kc), pa + ir * panel, pb + jr * panel, tile, ldc, rows, cols, add);
-            } else {
-              Ops::template kernel<1>(Ops::steps(kc), pa + ir * panel, pb + jr * panel, tile, ldc, rows, cols, add);
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
 /// f32 operands: one float per row and depth.
 struct f32_ops {
+  static constexpr std::ptrdiff_t MR = avx512::MR, NR = avx512::NR;
   using packed = float;
   static constexpr std::ptrdiff_t width = 1;
   static constexpr std::ptrdiff_t steps(std::ptrdiff_t kc) { return kc; }
@@ -298,11 +259,14 @@ struct f32_ops {
 };
 
 /// C(m×n, ldc) += op(A)·op(B) (= with `overwrite`; then k ≥ 1); pa and pb
-/// hold packed_a_floats(m, k) and packed_b_floats(n, k) floats, 64-byte aligned.
+/// hold packed_a_floats(m, k) and packed_b_floats(n, k) floats, 64-byte
+/// aligned (`blocks`: other than this CPU's only to test that the bits do
+/// not depend on them).
 template <bool TransA, bool TransB>
 void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
-          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false) {
-  blocked_gemm<f32_ops, TransA, TransB, float, float>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite);
+          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false,
+          const gemm_blocks& blocks = cpu_blocks()) {
+  blocked_gemm<f32_ops, TransA, TransB, float, float>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite, blocks);
 }
 
 

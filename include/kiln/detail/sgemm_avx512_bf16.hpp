@@ -193,6 +193,7 @@ template <int V>
 
 /// bf16 operands: a pair of depths per row and step.
 struct bf16_ops {
+  static constexpr std::ptrdiff_t MR = avx512::MR, NR = avx512::NR;
   using packed = std::uint16_t;
   static constexpr std::ptrdiff_t width = 2;
   static constexpr std::ptrdiff_t steps(std::ptrdiff_t kc) { return (kc + 1) / 2; }
@@ -219,7 +220,7 @@ template <bool TransA, bool TransB, class SA, class SB>
 void gemm_bf16(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda, const SB* b,
                std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false) {
   blocked_gemm<bf16_ops, TransA, TransB, SA, SB>(m, n, k, a, lda, b, ldb, c, ldc, reinterpret_cast<std::uint16_t*>(pa),
-                                                 reinterpret_cast<std::uint16_t*>(pb), overwrite);
+                                                 reinterpret_cast<std::uint16_t*>(pb), overwrite, cpu_blocks());
 }
 }  // namespace kiln::detail::avx512
 

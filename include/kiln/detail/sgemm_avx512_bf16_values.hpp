@@ -69,7 +69,7 @@ void gemm_bf16_values(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, cons
                       bool overwrite) {
   const auto* va = as_bf16_values(a);
   const auto* vb = as_bf16_values(b);
-  blocked_gemm<bf16_value_ops, TransA, TransB>(m, n, k, va, lda, vb, ldb, c, ldc, pa, pb, overwrite);
+  blocked_gemm<bf16_value_ops, TransA, TransB>(m, n, k, va, lda, vb, ldb, c, ldc, pa, pb, overwrite, cpu_blocks());
 }
 
 }  // namespace kiln::detail::avx512

@@ -29,8 +29,6 @@
 #include <limits>
 #include <string>
 
-#include <Eigen/Core>
-
 #include <kiln/detail/lane_sum.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/detail/vector_math.hpp>
@@ -146,8 +144,6 @@ struct causal_self_attention {
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
       constexpr std::size_t B = Ctx::batch, n = L * B;
-      using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-      using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
       const T* qkv = c.saved;
       const T* probs = c.saved + probabilities_at<B>;
       const T* heads = c.saved + heads_at<B>;
@@ -156,7 +152,7 @@ struct causal_self_attention {
       T* d_p = d_qkv + align(3 * D * n);
       // y = W_outᶜᵀ·heads + b_out
       c.gemm->template run<false, true>(D, D, n, heads, D, c.dy, D, c.template grad<out_weight>(), D, true);
-      Eigen::Map<vector>(c.template grad<out_bias>(), D) += Eigen::Map<const matrix>(c.dy, D, n).rowwise().sum();
+      detail::row_sums(c.dy, D, n, c.template grad<out_bias>(), true);  // (one order on every CPU)
       c.gemm->template run<false, false>(D, n, D, c.template gemm_param<out_weight>(), D, c.dy, D, d_heads, D, false);
       const T scale = T(1) / std::sqrt(static_cast<T>(dh));
       for (std::size_t b = 0; b < B; ++b) {
@@ -181,8 +177,7 @@ struct causal_self_attention {
         }
       }
       c.gemm->template run<false, true>(D, 3 * D, n, c.x, D, d_qkv, 3 * D, c.template grad<in_weight>(), D, true);
-      Eigen::Map<vector>(c.template grad<in_bias>(), 3 * D) +=
-          Eigen::Map<const matrix>(d_qkv, 3 * D, n).rowwise().sum();
+      detail::row_sums(d_qkv, 3 * D, n, c.template grad<in_bias>(), true);
       if (c.dx)
         c.gemm->template run<false, false>(D, n, 3 * D, c.template gemm_param<in_weight>(), D, d_qkv, 3 * D, c.dx, D,
                                            false);

@@ -42,6 +42,7 @@
 
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/layer_context.hpp>
+#include <kiln/detail/lane_sum.hpp>
 #include <kiln/detail/unfold.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -188,13 +189,11 @@ struct conv2d {
         const bool add = s > 0 || !c.overwrite_gradients;
         im2col(c.x + s * C * H * W, cols);
         c.gemm->template run<true, false>(CKK, F, P, cols, P, dy, P, dw, CKK, add);  // dWc (+)= colsᵀ · Yᵀ
-        // db[f] += Σ_p dy[f, p] (Eigen's vectorised sums: a plain loop may not be reordered, so does not vectorise)
-        using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-        using V = Eigen::Matrix<T, 1, Eigen::Dynamic>;
-        if (add) {
-          Eigen::Map<V>(db, F) += Eigen::Map<const M>(dy, P, F).colwise().sum();
-        } else {
-          Eigen::Map<V>(db, F) = Eigen::Map<const M>(dy, P, F).colwise().sum();
+        // db[f] (+)= Σ_p dy[f, p]: 16 lanes of one fixed order, vectorised, the same bits on every CPU
+        for (std::size_t f = 0; f < F; ++f) {
+          const T* dyf = dy + f * P;
+          const T sum = detail::lane_sum<T>(P, [&](std::size_t p) { return dyf[p]; });
+          db[f] = add ? db[f] + sum : sum;
         }
         if (c.dx) {
           c.gemm->template run<false, true>(P, CKK, F, dy, P, w, CKK, dcols, P, false);  // dcols = dYᵀ · Wcᵀ

@@ -29,6 +29,7 @@
 #include <Eigen/Core>
 
 #include <kiln/detail/bf16_arrays.hpp>
+#include <kiln/detail/lane_sum.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/layer.hpp>
 #include <kiln/shape.hpp>
@@ -158,15 +159,8 @@ struct dense {
       } else {
         c.gemm->template run<false, true>(in, Units, B, c.x, in, c.dy, Units, dw, in, add);  // dWc (+)= x·dyᵀ
       }
-      if constexpr (has_bias) {
-        Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> dy(c.dy, Units, B);
-        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> db(c.template grad<bias_tag>(), Units);
-        if (add) {
-          db += dy.rowwise().sum();
-        } else {
-          db = dy.rowwise().sum();
-        }
-      }
+      // db (+)= Σ over the batch, in one order on every CPU (detail/lane_sum.hpp)
+      if constexpr (has_bias) detail::row_sums(c.dy, Units, B, c.template grad<bias_tag>(), add);
       if (c.dx) {
         if constexpr (transposed) {
           c.gemm->template run<true, false>(in, B, Units, w, Units, c.dy, Units, c.dx, in, false);  // dx = Mᵀ·dy
