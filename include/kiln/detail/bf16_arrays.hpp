@@ -8,8 +8,8 @@
 // rounds the same way, except that it flushes subnormal inputs, below
 // 2⁻¹²⁶ ≈ 1.2e-38 in magnitude, to zero; every element of an array, tail
 // included, is rounded by it there); other AVX-512 targets (F and BW) round
-// 16 at a time with integer arithmetic, bit for bit as kiln::bf16::from;
-// elsewhere the scalar conversion.
+// 16 at a time with integer arithmetic, bit for bit as kiln::bf16::from,
+// AVX2 targets 8 at a time; elsewhere the scalar conversion.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -21,6 +21,10 @@
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/avx512.hpp>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 KILN_AVX512_BEGIN
 
@@ -58,6 +62,32 @@ inline __m512i bf16_bits_of(__m512 v) noexcept {
 inline __m512 bf16_values_of(__m512 v) noexcept { return _mm512_castsi512_ps(_mm512_slli_epi32(bf16_bits_of(v), 16)); }
 #endif
 
+#if defined(__AVX2__)
+/// The same rounding, 8 lanes at a time (AVX2).
+inline __m256i bf16_bits_of(__m256 v) noexcept {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i high = _mm256_srli_epi32(u, 16);
+  const __m256i rounding = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), _mm256_and_si256(high, _mm256_set1_epi32(1)));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, rounding), 16);
+  // (both sides below 2³¹: a signed comparison)
+  const __m256i nan =
+      _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+  return _mm256_blendv_epi8(rounded, _mm256_or_si256(high, _mm256_set1_epi32(0x0040)), nan);
+}
+inline __m256 bf16_values_of(__m256 v) noexcept { return _mm256_castsi256_ps(_mm256_slli_epi32(bf16_bits_of(v), 16)); }
+#endif
+
+#if !defined(__AVX512F__) && defined(__AVX2__)
+#define KILN_NARROW8 1
+/// out[l] = bf16(in[l] + bias[l]) for 8 lanes.
+inline void narrow8(const float* in, __m256 bias, bf16* out) noexcept {
+  const __m256i bits = bf16_bits_of(_mm256_add_ps(_mm256_loadu_ps(in), bias));
+  // (every lane below 2¹⁶: packing with unsigned saturation keeps it exactly)
+  const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
+}
+#endif
+
 #if defined(__AVX512BF16__) || (defined(__AVX512F__) && defined(__AVX512BW__))
 #define KILN_NARROW16 1
 /// out[l] = bf16(in[l] + bias[l]) for the `count` (≤ 16) first lanes.
@@ -78,6 +108,11 @@ inline void narrow(const float* in, std::size_t n, bf16* out, float bias = 0.0f)
 #if defined(KILN_NARROW16)
   const __m512 b = _mm512_set1_ps(bias);
   for (std::size_t i = 0; i < n; i += 16) narrow16(in + i, b, std::min<std::size_t>(16, n - i), out + i);
+#elif defined(KILN_NARROW8)
+  const __m256 b = _mm256_set1_ps(bias);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) narrow8(in + i, b, out + i);
+  for (; i < n; ++i) out[i] = bf16::from(in[i] + bias);
 #else
   for (std::size_t i = 0; i < n; ++i) out[i] = bf16::from(in[i] + bias);
 #endif
@@ -90,6 +125,11 @@ inline void widen(const bf16* in, std::size_t n, float* out) noexcept {
   for (const std::size_t whole = n - n % 16; i < whole; i += 16) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
     _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+  }
+#elif defined(__AVX2__)
+  for (const std::size_t whole = n - n % 8; i < whole; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
   }
 #endif
   for (; i < n; ++i) out[i] = static_cast<float>(in[i]);
@@ -111,6 +151,10 @@ inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, 
       narrow16(col + i, _mm512_maskz_loadu_ps(avx512::lanes(static_cast<std::ptrdiff_t>(count)), bias + i), count,
                o + i);
     }
+#elif defined(KILN_NARROW8)
+    std::size_t i = 0;
+    for (; i + 8 <= rows; i += 8) narrow8(col + i, _mm256_loadu_ps(bias + i), o + i);
+    for (; i < rows; ++i) o[i] = bf16::from(col[i] + bias[i]);
 #else
     for (std::size_t i = 0; i < rows; ++i) o[i] = bf16::from(col[i] + bias[i]);
 #endif
@@ -120,5 +164,6 @@ inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, 
 }  // namespace kiln::detail
 
 #undef KILN_NARROW16
+#undef KILN_NARROW8
 
 KILN_AVX512_END

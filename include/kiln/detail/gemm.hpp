@@ -92,11 +92,14 @@ class gemm_scratch {
   static constexpr bool native_bf16 = native_bf16_products && std::is_same_v<T, float>;
 
   /// True when, without AVX512-BF16, bf16 operands are widened (and f32
-  /// ones rounded) while kiln's AVX-512 kernel packs them
-  /// (detail/sgemm_avx512_bf16_values.hpp) rather than rounded into copies.
+  /// ones rounded) while kiln's AVX-512 or AVX2 kernel packs them
+  /// (detail/sgemm_avx512_bf16_values.hpp, detail/sgemm_avx2.hpp) rather
+  /// than rounded into copies.
   static constexpr bool packs_bf16_values =
 #if defined(__AVX512F__) && defined(__AVX512BW__) && !defined(__AVX512BF16__)
       std::is_same_v<T, float>;
+#elif !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+      std::is_same_v<T, float>;  // (kiln's AVX2 kernel packs the same way)
 #else
       false;
 #endif
@@ -139,6 +142,10 @@ class gemm_scratch {
         assert(static_cast<std::size_t>(avx512::packed_a_floats(m, k)) <= cap_a_ &&
                static_cast<std::size_t>(avx512::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
         avx512::gemm_bf16_values<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
+#elif !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+        assert(static_cast<std::size_t>(avx2::packed_a_floats(m, k)) <= cap_a_ &&
+               static_cast<std::size_t>(avx2::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
+        avx2::gemm_bf16_values<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #else
         // Portable: round op(A) and op(B) to bf16 (widen a bf16 operand)
         // into plain column-major copies, then the f32 product (exact

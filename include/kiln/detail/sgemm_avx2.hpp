@@ -25,7 +25,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
+#include <kiln/bf16.hpp>
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/gemm_blocking.hpp>
 
 namespace kiln::detail::avx2 {
@@ -51,6 +55,30 @@ inline __m256i first_lanes(std::ptrdiff_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(kept)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/// An f32 operand seen as a type of its own, so that packing reads it
+/// through the load8 overloads that round each value to bf16
+/// (precision<bf16>: widen or round while packing, then f32 FMAs).
+struct bf16_rounded_f32 {
+  float storage;
+};
+
+/// 8 consecutive operand values as f32 (or the first n, the rest zero, and
+/// nothing read past them): floats as they are, bf16 widened (exactly),
+/// bf16_rounded_f32 rounded to bf16 values (kiln::bf16::from, bit for bit).
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const float* p, std::ptrdiff_t n) { return _mm256_maskload_ps(p, first_lanes(n)); }
+inline __m256 widen8(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+inline __m256 load8(const kiln::bf16* p) { return widen8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load8(const kiln::bf16* p, std::ptrdiff_t n) {
+  alignas(16) std::uint16_t part[8] = {};  // (AVX2 has no masked load of 16-bit lanes)
+  std::memcpy(part, p, static_cast<std::size_t>(std::clamp<std::ptrdiff_t>(n, 0, 8)) * sizeof(kiln::bf16));
+  return widen8(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
+}
+inline __m256 load8(const bf16_rounded_f32* p) { return bf16_values_of(load8(reinterpret_cast<const float*>(p))); }
+inline __m256 load8(const bf16_rounded_f32* p, std::ptrdiff_t n) {
+  return bf16_values_of(load8(reinterpret_cast<const float*>(p), n));
+}
+
 /// out[q·ld_out + r] = in[r·8 + q] for an 8 × 8 block held in registers.
 inline void transpose_8x8(const __m256 (&r)[8], float* out, std::ptrdiff_t ld_out) {
   __m256 t[8], s[8];
@@ -74,21 +102,20 @@ inline void transpose_8x8(const __m256 (&r)[8], float* out, std::ptrdiff_t ld_ou
 
 /// Packs rows [0, mc) and depth [0, kc) of op(A) into MR-row panels, each
 /// stored depth after depth (MR floats per depth), zero-padded to MR rows.
-template <bool TransA>
-inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
+template <bool TransA, class Src>
+inline void pack_a(const Src* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
   for (std::ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
     const std::ptrdiff_t rows = std::min(MR, mc - i0);
     if constexpr (!TransA) {
       // op(A)(i, p) = a[i + p·lda]: a panel's depth p is MR consecutive floats
-      const __m256i lo = first_lanes(rows), hi = first_lanes(rows - 8);
       for (std::ptrdiff_t p = 0; p < kc; ++p) {
-        const float* src = a + i0 + p * lda;
+        const Src* src = a + i0 + p * lda;
         if (rows == MR) {
-          _mm256_store_ps(out, _mm256_loadu_ps(src));
-          _mm256_store_ps(out + 8, _mm256_loadu_ps(src + 8));
+          _mm256_store_ps(out, load8(src));
+          _mm256_store_ps(out + 8, load8(src + 8));
         } else {
-          _mm256_store_ps(out, _mm256_maskload_ps(src, lo));
-          _mm256_store_ps(out + 8, _mm256_maskload_ps(src + 8, hi));
+          _mm256_store_ps(out, load8(src, rows));
+          _mm256_store_ps(out + 8, rows > 8 ? load8(src + 8, rows - 8) : _mm256_setzero_ps());
         }
         out += MR;
       }
@@ -97,15 +124,14 @@ inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::p
       // 8 rows × 8 depths, transpose them in registers, store 8 depths.
       for (std::ptrdiff_t h = 0; h < MR; h += 8) {
         const std::ptrdiff_t in_half = std::clamp<std::ptrdiff_t>(rows - h, 0, 8);
-        const float* src = a + (i0 + h) * lda;
+        const Src* src = a + (i0 + h) * lda;
         for (std::ptrdiff_t p = 0; p < kc; p += 8) {
           const std::ptrdiff_t depth = std::min<std::ptrdiff_t>(8, kc - p);
-          const __m256i mask = first_lanes(depth);
           __m256 r[8];
           for (std::ptrdiff_t i = 0; i < 8; ++i)
             r[i] = i >= in_half ? _mm256_setzero_ps()
-                   : depth == 8 ? _mm256_loadu_ps(src + i * lda + p)
-                                : _mm256_maskload_ps(src + i * lda + p, mask);
+                   : depth == 8 ? load8(src + i * lda + p)
+                                : load8(src + i * lda + p, depth);
           if (depth == 8) {
             transpose_8x8(r, out + p * MR + h, MR);
           } else {
@@ -123,27 +149,24 @@ inline void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::p
 
 /// Packs depth [0, kc) and columns [0, nc) of op(B) into NR-column panels,
 /// each stored depth after depth (NR floats per depth), zero-padded to NR columns.
-template <bool TransB>
-inline void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
+template <bool TransB, class Src>
+inline void pack_b(const Src* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
   for (std::ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
     const std::ptrdiff_t cols = std::min(NR, nc - j0);
     if constexpr (TransB) {
       // op(B)(p, j) = b[j + p·ldb]: a panel's depth p is NR consecutive floats
-      for (std::ptrdiff_t p = 0; p < kc; ++p, out += NR) {
-        const float* src = b + j0 + p * ldb;
-        for (std::ptrdiff_t j = 0; j < NR; ++j) out[j] = j < cols ? src[j] : 0.0f;
-      }
+      const __m256i panel = first_lanes(NR);
+      for (std::ptrdiff_t p = 0; p < kc; ++p, out += NR) _mm256_maskstore_ps(out, panel, load8(b + j0 + p * ldb, cols));
     } else {
       // op(B)(p, j) = b[p + j·ldb]: column j is contiguous in p. Transpose
       // 8 depths of the panel's columns (padded to 8 with zeros) at a time.
       for (std::ptrdiff_t p = 0; p < kc; p += 8) {
         const std::ptrdiff_t depth = std::min<std::ptrdiff_t>(8, kc - p);
-        const __m256i mask = first_lanes(depth);
         __m256 r[8];
         for (std::ptrdiff_t j = 0; j < 8; ++j)
           r[j] = j >= cols ? _mm256_setzero_ps()
-                 : depth == 8 ? _mm256_loadu_ps(b + p + (j0 + j) * ldb)
-                              : _mm256_maskload_ps(b + p + (j0 + j) * ldb, mask);
+                 : depth == 8 ? load8(b + p + (j0 + j) * ldb)
+                              : load8(b + p + (j0 + j) * ldb, depth);
         alignas(32) float block[8 * 8];
         transpose_8x8(r, block, 8);
         for (std::ptrdiff_t q = 0; q < depth; ++q)
@@ -200,18 +223,19 @@ template <int V>
     }
 }
 
-/// f32 operands: one float per row and depth.
+/// f32 products: one float per row and depth, packed from float, bf16 or
+/// bf16_rounded_f32 operands.
 struct f32_ops {
   static constexpr std::ptrdiff_t MR = avx2::MR, NR = avx2::NR;
   using packed = float;
   static constexpr std::ptrdiff_t width = 1;
   static constexpr std::ptrdiff_t steps(std::ptrdiff_t kc) { return kc; }
-  template <bool TransA>
-  static void pack_a(const float* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
+  template <bool TransA, class Src>
+  static void pack_a(const Src* a, std::ptrdiff_t lda, std::ptrdiff_t mc, std::ptrdiff_t kc, float* out) {
     avx2::pack_a<TransA>(a, lda, mc, kc, out);
   }
-  template <bool TransB>
-  static void pack_b(const float* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
+  template <bool TransB, class Src>
+  static void pack_b(const Src* b, std::ptrdiff_t ldb, std::ptrdiff_t kc, std::ptrdiff_t nc, float* out) {
     avx2::pack_b<TransB>(b, ldb, kc, nc, out);
   }
   template <int V>
@@ -230,6 +254,24 @@ void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, 
           std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false,
           const gemm_blocks& blocks = cpu_blocks()) {
   blocked_gemm<f32_ops, TransA, TransB, float, float>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite, blocks);
+}
+
+/// How the packing reads an operand of a bf16 product: bf16 as it is
+/// (widened exactly), f32 rounded to bf16.
+inline const kiln::bf16* as_bf16_values(const kiln::bf16* p) noexcept { return p; }
+inline const bf16_rounded_f32* as_bf16_values(const float* p) noexcept {
+  return reinterpret_cast<const bf16_rounded_f32*>(p);
+}
+
+/// C(m×n, ldc) += op(A)·op(B) over the operands' bf16 values (= with
+/// `overwrite`; then k ≥ 1), rounded or widened while they are packed, then
+/// f32 FMAs: bit for bit the f32 product of rounded copies. pa and pb as for gemm().
+template <bool TransA, bool TransB, class SA, class SB>
+void gemm_bf16_values(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda,
+                      const SB* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb,
+                      bool overwrite) {
+  blocked_gemm<f32_ops, TransA, TransB>(m, n, k, as_bf16_values(a), lda, as_bf16_values(b), ldb, c, ldc, pa, pb,
+                                        overwrite, cpu_blocks());
 }
 
 }  // namespace kiln::detail::avx2
