@@ -8,7 +8,8 @@
 // fixed-order too, detail/vector_math.hpp and detail/lane_sum.hpp).
 //
 // The models cover every kind of product and pass: the Fashion-MNIST MLP's
-// shapes at batch 64 (depths beyond one packed panel), a small CNN, and a
+// shapes at batch 64 (depths beyond one packed panel), a small CNN (padded
+// and unpadded convolutions: unfolding and folding back), and a
 // transformer block with attention, layer_norm and gelu; under SGD with
 // momentum, Adam and AdamW.
 #include <kiln/kiln.hpp>
@@ -55,7 +56,7 @@ void train(const char* name, const Opt& opt, std::uint64_t seed) {
 
 int main() {
   using mlp = model<input<784>, dense<256>, relu, dense<128>, relu, dense<10>>;
-  using cnn = model<input<1, 12, 12>, conv2d<8, 3>, relu, max_pool<2>, conv2d<16, 3>, relu, flatten, dense<10>>;
+  using cnn = model<input<1, 12, 12>, conv2d<8, 3, 1, same>, relu, max_pool<2>, conv2d<16, 3>, relu, flatten, dense<10>>;
   using transformer = model<input<16, 32>, position_embedding, transformer_block<4, 64>, position_wise<dense<10>>>;
   train<mlp, 64>("mlp", sgd{.lr = 0.05f, .momentum = 0.9f}, 1);
   train<cnn, 16>("cnn", adam{.lr = 0.01f}, 2);

@@ -110,9 +110,9 @@ inline void narrow(const float* in, std::size_t n, bf16* out, float bias = 0.0f)
   for (std::size_t i = 0; i < n; i += 16) narrow16(in + i, b, std::min<std::size_t>(16, n - i), out + i);
 #elif defined(KILN_NARROW8)
   const __m256 b = _mm256_set1_ps(bias);
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) narrow8(in + i, b, out + i);
-  for (; i < n; ++i) out[i] = bf16::from(in[i] + bias);
+  const std::size_t whole = n - n % 8;
+  for (std::size_t i = 0; i < whole; i += 8) narrow8(in + i, b, out + i);
+  for (std::size_t i = whole; i < n; ++i) out[i] = bf16::from(in[i] + bias);
 #else
   for (std::size_t i = 0; i < n; ++i) out[i] = bf16::from(in[i] + bias);
 #endif
@@ -152,9 +152,9 @@ inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, 
                o + i);
     }
 #elif defined(KILN_NARROW8)
-    std::size_t i = 0;
-    for (; i + 8 <= rows; i += 8) narrow8(col + i, _mm256_loadu_ps(bias + i), o + i);
-    for (; i < rows; ++i) o[i] = bf16::from(col[i] + bias[i]);
+    const std::size_t whole = rows - rows % 8;
+    for (std::size_t i = 0; i < whole; i += 8) narrow8(col + i, _mm256_loadu_ps(bias + i), o + i);
+    for (std::size_t i = whole; i < rows; ++i) o[i] = bf16::from(col[i] + bias[i]);
 #else
     for (std::size_t i = 0; i < rows; ++i) o[i] = bf16::from(col[i] + bias[i]);
 #endif

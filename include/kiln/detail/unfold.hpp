@@ -6,9 +6,9 @@
 // zero padding; folding back sums, into each input-gradient row, the runs of
 // every tap that read it. Rows are short (the output width: 14 or 28 on
 // Fashion-MNIST), so the cost is in the loop overhead, not in memory: on
-// AVX-512 one masked load and one masked store cover 16 of them, and the
-// lanes outside the window are neither read nor written (masked-off lanes
-// cannot fault).
+// AVX-512 one masked load and one masked store cover 16 of them (8 on AVX2),
+// and the lanes outside the window are neither read nor written (masked-off
+// lanes cannot fault).
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -19,9 +19,25 @@
 
 #include <kiln/detail/avx512.hpp>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 KILN_AVX512_BEGIN
 
 namespace kiln::detail {
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#define KILN_UNFOLD_AVX2 1
+/// Lanes [lo, hi) of 8, as an AVX2 mask (both bounds clamped to [0, 8]).
+inline __m256i lanes8(std::ptrdiff_t lo, std::ptrdiff_t hi) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const auto clamp = [](std::ptrdiff_t v) { return static_cast<int>(std::clamp<std::ptrdiff_t>(v, 0, 8)); };
+  // index ≥ lo and index < hi
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(clamp(lo)), index),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(clamp(hi)), index));
+}
+#endif
 
 /// out[j] = j in [first, last) ? row[j + shift] : 0, for j in [0, n); only
 /// row[first + shift … last + shift) is read.
@@ -40,6 +56,24 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
     }
     return;
   }
+#elif defined(KILN_UNFOLD_AVX2)
+  if constexpr (std::is_same_v<T, float>) {
+    const auto base = reinterpret_cast<std::uintptr_t>(row) + static_cast<std::uintptr_t>(shift) * sizeof(float);
+    // (masked stores are slow on AMD's cores: a plain one, and the last partial vector through a copy)
+    for (std::ptrdiff_t j = 0; j < n; j += 8) {
+      const __m256 v = _mm256_maskload_ps(
+          reinterpret_cast<const float*>(base + static_cast<std::uintptr_t>(j) * sizeof(float)),
+          lanes8(first - j, last - j));
+      if (j + 8 <= n) {
+        _mm256_storeu_ps(out + j, v);
+      } else {
+        alignas(32) float part[8];
+        _mm256_store_ps(part, v);
+        for (std::ptrdiff_t l = 0; l < n - j; ++l) out[j + l] = part[l];
+      }
+    }
+    return;
+  }
 #endif
 #if defined(__AVX512BW__)
   if constexpr (sizeof(T) == 2) {  // bf16 activations: 32 values per masked instruction
@@ -55,13 +89,13 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
 #endif
   first = std::clamp<std::ptrdiff_t>(first, 0, n);  // (the window may lie wholly outside [0, n))
   last = std::clamp(last, first, n);
-  std::ptrdiff_t j = 0;
-  for (; j < first; ++j) out[j] = T{};
-  for (; j < last; ++j) out[j] = row[j + shift];
-  for (; j < n; ++j) out[j] = T{};
+  std::fill(out, out + first, T{});
+  std::copy(row + first + shift, row + last + shift, out + first);
+  std::fill(out + last, out + n, T{});
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(KILN_UNFOLD_AVX2)
+#define KILN_DETAIL_GATHER_TAPS 1
 /// out[q] = Σ_t in_t[q − shift_t] over the taps t whose window
 /// [first_t, last_t) holds q − shift_t, for q in [0, n): the fold-back of
 /// one row, gathered (each input run read once, the row written once).
@@ -71,7 +105,28 @@ struct tap_run {
   const float* in;
   std::ptrdiff_t shift, first, last;
 };
+/// Each lane's terms are added in tap order, starting from zero (the order
+/// of the scalar fold-back, so the bits are the same on every CPU).
 inline void gather_taps(const tap_run* taps, std::ptrdiff_t count, std::ptrdiff_t n, float* out) {
+#if defined(KILN_UNFOLD_AVX2)
+  for (std::ptrdiff_t q = 0; q < n; q += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (std::ptrdiff_t t = 0; t < count; ++t) {
+      const tap_run& r = taps[t];
+      if (r.first + r.shift - q >= 8 || r.last + r.shift - q <= 0 || r.first >= r.last) continue;
+      const auto at = reinterpret_cast<std::uintptr_t>(r.in) + static_cast<std::uintptr_t>(q - r.shift) * sizeof(float);
+      acc = _mm256_add_ps(acc, _mm256_maskload_ps(reinterpret_cast<const float*>(at),
+                                                  lanes8(r.first + r.shift - q, r.last + r.shift - q)));
+    }
+    if (q + 8 <= n) {
+      _mm256_storeu_ps(out + q, acc);
+    } else {
+      alignas(32) float part[8];
+      _mm256_store_ps(part, acc);
+      for (std::ptrdiff_t l = 0; l < n - q; ++l) out[q + l] = part[l];
+    }
+  }
+#else
   for (std::ptrdiff_t q = 0; q < n; q += 16) {
     __m512 acc = _mm512_setzero_ps();
     for (std::ptrdiff_t t = 0; t < count; ++t) {
@@ -84,9 +139,12 @@ inline void gather_taps(const tap_run* taps, std::ptrdiff_t count, std::ptrdiff_
     }
     _mm512_mask_storeu_ps(out + q, avx512::lanes(n - q), acc);
   }
+#endif
 }
 #endif
 
 }  // namespace kiln::detail
+
+#undef KILN_UNFOLD_AVX2
 
 KILN_AVX512_END

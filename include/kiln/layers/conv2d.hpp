@@ -250,7 +250,7 @@ struct conv2d {
               }
               const T* row = x + (ch * H + static_cast<std::size_t>(r)) * W;
               if constexpr (stride == 1) {
-                // out[j] = row[j + v − pad]: one shifted run (vector-masked where the target has AVX-512)
+                // out[j] = row[j + v − pad]: one shifted run (vector-masked where the target has AVX-512 or AVX2)
                 detail::copy_window(row, tap_shift(v), j0, j1, static_cast<std::ptrdiff_t>(Wo), out);
               } else {
                 std::ptrdiff_t j = 0;
@@ -263,7 +263,7 @@ struct conv2d {
     }
     template <class T>
     static void col2im(const T* dcols, T* dx) {
-#if defined(__AVX512F__)
+#if defined(KILN_DETAIL_GATHER_TAPS)
       if constexpr (stride == 1 && std::is_same_v<T, float>) {
         // Row r of channel ch gathers, from every tap (u, v) whose output
         // row i = r + pad − u exists, that row's run shifted by v − pad.
