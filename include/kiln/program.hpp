@@ -299,15 +299,7 @@ class program {
     if constexpr (replicas == 1) {
       return results_[0];
     } else {
-      loss_value all{0, valid, 0, 0};
-      double weighted = 0;
-      for (std::size_t r = 0; r < replicas; ++r) {
-        weighted += results_[r].loss * static_cast<double>(results_[r].samples);
-        all.correct += results_[r].correct;
-        all.predictions += results_[r].predictions;
-      }
-      all.loss = valid ? weighted / static_cast<double>(valid) : 0.0;
-      return all;
+      return detail::combine_losses(std::span<const loss_value>(results_.get(), replicas), valid);
     }
   }
 

@@ -15,6 +15,7 @@
 //                               replica reduces and updates its own share
 //     reduce_share(...)         the weighted sum of N gradient buffers over
 //                               one share, always in replica order
+//     combine_losses(...)       the step's loss from the replicas' losses
 //
 // DETERMINISM
 //   Every sum runs over the replicas in the same order whatever the threads'
@@ -26,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <span>
 #include <type_traits>
 #include <utility>
 
@@ -125,6 +127,22 @@ void reduce_share(std::pair<std::size_t, std::size_t> share, std::size_t valid, 
     for (std::size_t q = 1; q < N; ++q) sum += weight[q] * in[q][i];
     out[i] = sum;
   }
+}
+
+/// The step's loss from the replicas' (each over its own valid samples):
+/// their mean weighted by those samples, in replica order, over `valid`;
+/// correct predictions and predictions summed. (Loss: kiln::loss_value.)
+template <class Loss>
+Loss combine_losses(std::span<const Loss> results, std::size_t valid) noexcept {
+  Loss all{0, valid, 0, 0};
+  double weighted = 0;
+  for (const Loss& r : results) {
+    weighted += r.loss * static_cast<double>(r.samples);
+    all.correct += r.correct;
+    all.predictions += r.predictions;
+  }
+  all.loss = valid ? weighted / static_cast<double>(valid) : 0.0;
+  return all;
 }
 }  // namespace detail
 

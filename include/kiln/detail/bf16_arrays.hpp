@@ -35,6 +35,20 @@ namespace kiln::detail {
 constexpr float value_of(bf16 v) noexcept { return static_cast<float>(v); }
 constexpr float value_of(float v) noexcept { return v; }
 constexpr double value_of(double v) noexcept { return v; }
+/// An f32 operand of a bf16 product seen as a type of its own, so that a
+/// GEMM kernel's packing reads it through load overloads that round each
+/// value to bf16 (CPUs without AVX512-BF16: round or widen while packing,
+/// then f32 FMAs). Its pointers address floats; it is never itself read.
+struct bf16_rounded_f32 {
+  float storage;
+};
+/// How such packing reads an operand: bf16 as it is (widened exactly), f32
+/// rounded to bf16.
+inline const bf16* as_bf16_values(const bf16* p) noexcept { return p; }
+inline const bf16_rounded_f32* as_bf16_values(const float* p) noexcept {
+  return reinterpret_cast<const bf16_rounded_f32*>(p);
+}
+
 /// A result stored as an activation of type A (rounded to nearest even into bf16).
 template <class A, class T>
 constexpr A stored_as(T v) noexcept {

@@ -64,11 +64,9 @@ inline std::ptrdiff_t sys_cache_bytes(const char* path) {
   if (read < 1 || value <= 0) return 0;
   return static_cast<std::ptrdiff_t>(value) * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
 }
-inline std::ptrdiff_t cache_bytes([[maybe_unused]] int sysconf_name, const char* sys_path) {
-  long v = -1;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-  v = ::sysconf(sysconf_name);
-#endif
+/// sysconf's answer where it has one (glibc), else the /sys file's.
+inline std::ptrdiff_t cache_bytes(int sysconf_name, const char* sys_path) {
+  const long v = ::sysconf(sysconf_name);
   return v > 0 ? static_cast<std::ptrdiff_t>(v) : sys_cache_bytes(sys_path);
 }
 }  // namespace gemm_detail

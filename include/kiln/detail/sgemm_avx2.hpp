@@ -55,16 +55,10 @@ inline __m256i first_lanes(std::ptrdiff_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(kept)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/// An f32 operand seen as a type of its own, so that packing reads it
-/// through the load8 overloads that round each value to bf16
-/// (precision<bf16>: widen or round while packing, then f32 FMAs).
-struct bf16_rounded_f32 {
-  float storage;
-};
-
 /// 8 consecutive operand values as f32 (or the first n, the rest zero, and
 /// nothing read past them): floats as they are, bf16 widened (exactly),
-/// bf16_rounded_f32 rounded to bf16 values (kiln::bf16::from, bit for bit).
+/// bf16_rounded_f32 (detail/bf16_arrays.hpp) rounded to bf16 values
+/// (kiln::bf16::from, bit for bit).
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const float* p, std::ptrdiff_t n) { return _mm256_maskload_ps(p, first_lanes(n)); }
 inline __m256 widen8(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
@@ -254,13 +248,6 @@ void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, 
           std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* pa, float* pb, bool overwrite = false,
           const gemm_blocks& blocks = cpu_blocks()) {
   blocked_gemm<f32_ops, TransA, TransB, float, float>(m, n, k, a, lda, b, ldb, c, ldc, pa, pb, overwrite, blocks);
-}
-
-/// How the packing reads an operand of a bf16 product: bf16 as it is
-/// (widened exactly), f32 rounded to bf16.
-inline const kiln::bf16* as_bf16_values(const kiln::bf16* p) noexcept { return p; }
-inline const bf16_rounded_f32* as_bf16_values(const float* p) noexcept {
-  return reinterpret_cast<const bf16_rounded_f32*>(p);
 }
 
 /// C(m×n, ldc) += op(A)·op(B) over the operands' bf16 values (= with

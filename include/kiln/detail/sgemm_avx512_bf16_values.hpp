@@ -25,20 +25,22 @@
 
 KILN_AVX512_BEGIN
 
-namespace kiln::detail::avx512 {
+namespace kiln::detail {
 
-/// An f32 operand's storage, seen as a type of its own so that the packing
-/// code reads it through the load16 overloads below, which round each value
-/// to bf16. Its pointers address floats; it is never itself read.
-struct bf16_rounded_f32 {
-  float storage;
-};
+/// An f32 operand read through bf16_rounded_f32 (detail/bf16_arrays.hpp):
+/// each value rounded to bf16 as it is loaded. (In bf16_rounded_f32's own
+/// namespace: the packing templates, declared before these, find them by
+/// argument-dependent lookup.)
 inline __m512 load16(const bf16_rounded_f32* p) {
   return bf16_values_of(_mm512_loadu_ps(reinterpret_cast<const float*>(p)));
 }
 inline __m512 load16(const bf16_rounded_f32* p, __mmask16 m) {
   return bf16_values_of(_mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p)));
 }
+
+}  // namespace kiln::detail
+
+namespace kiln::detail::avx512 {
 
 /// The f32 products' packing and micro-kernel, for any operand the packing
 /// can read (float, bf16, bf16_rounded_f32).
@@ -52,13 +54,6 @@ struct bf16_value_ops : f32_ops {
     avx512::pack_b<TransB>(b, ldb, kc, nc, out);
   }
 };
-
-/// How the packing reads an operand: bf16 as it is (widened exactly), f32
-/// rounded to bf16.
-inline const kiln::bf16* as_bf16_values(const kiln::bf16* p) noexcept { return p; }
-inline const bf16_rounded_f32* as_bf16_values(const float* p) noexcept {
-  return reinterpret_cast<const bf16_rounded_f32*>(p);
-}
 
 /// C(m×n, ldc) += op(A)·op(B) over the operands' bf16 values (= with
 /// `overwrite`; then k ≥ 1); pa and pb hold packed_a_floats(m, k) and

@@ -37,6 +37,17 @@ inline __m256i lanes8(std::ptrdiff_t lo, std::ptrdiff_t hi) {
   return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(clamp(lo)), index),
                              _mm256_cmpgt_epi32(_mm256_set1_epi32(clamp(hi)), index));
 }
+/// out[l] = v[l] for l < count (at most 8): one plain store for a whole
+/// vector, a copy for a partial one (masked stores are slow on AMD's cores).
+inline void store_first(float* out, __m256 v, std::ptrdiff_t count) {
+  if (count >= 8) {
+    _mm256_storeu_ps(out, v);
+    return;
+  }
+  alignas(32) float part[8];
+  _mm256_store_ps(part, v);
+  for (std::ptrdiff_t l = 0; l < count; ++l) out[l] = part[l];
+}
 #endif
 
 /// out[j] = j in [first, last) ? row[j + shift] : 0, for j in [0, n); only
@@ -59,18 +70,11 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
 #elif defined(KILN_UNFOLD_AVX2)
   if constexpr (std::is_same_v<T, float>) {
     const auto base = reinterpret_cast<std::uintptr_t>(row) + static_cast<std::uintptr_t>(shift) * sizeof(float);
-    // (masked stores are slow on AMD's cores: a plain one, and the last partial vector through a copy)
     for (std::ptrdiff_t j = 0; j < n; j += 8) {
       const __m256 v = _mm256_maskload_ps(
           reinterpret_cast<const float*>(base + static_cast<std::uintptr_t>(j) * sizeof(float)),
           lanes8(first - j, last - j));
-      if (j + 8 <= n) {
-        _mm256_storeu_ps(out + j, v);
-      } else {
-        alignas(32) float part[8];
-        _mm256_store_ps(part, v);
-        for (std::ptrdiff_t l = 0; l < n - j; ++l) out[j + l] = part[l];
-      }
+      store_first(out + j, v, n - j);
     }
     return;
   }
@@ -118,13 +122,7 @@ inline void gather_taps(const tap_run* taps, std::ptrdiff_t count, std::ptrdiff_
       acc = _mm256_add_ps(acc, _mm256_maskload_ps(reinterpret_cast<const float*>(at),
                                                   lanes8(r.first + r.shift - q, r.last + r.shift - q)));
     }
-    if (q + 8 <= n) {
-      _mm256_storeu_ps(out + q, acc);
-    } else {
-      alignas(32) float part[8];
-      _mm256_store_ps(part, acc);
-      for (std::ptrdiff_t l = 0; l < n - q; ++l) out[q + l] = part[l];
-    }
+    store_first(out + q, acc, n - q);
   }
 #else
   for (std::ptrdiff_t q = 0; q < n; q += 16) {
