@@ -13,6 +13,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <new>
@@ -51,7 +52,10 @@ void gemm(benchmark::State& state) {
         static_cast<float*>(::operator new[](static_cast<std::size_t>(floats) * sizeof(float), std::align_val_t{64})));
   };
   namespace avx2 = kiln::detail::avx2;
-  const auto pa = packing(avx2::packed_a_floats(m, k)), pb = packing(avx2::packed_b_floats(n, k));
+  namespace small = kiln::detail::small_gemm;
+  const auto route = small::choose<avx2::small_ops>(m, n, k);  // (as gemm_scratch::run chooses for AVX2 CPUs)
+  const auto pa = packing(std::max(avx2::packed_a_floats(m, k), small::scratch_floats<avx2::small_ops>(m, n, k))),
+             pb = packing(avx2::packed_b_floats(n, k));
 #endif
   for (auto _ : state) {
     if constexpr (Eigen) {
@@ -59,7 +63,12 @@ void gemm(benchmark::State& state) {
       scratch.eigen_run<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m);
     } else if constexpr (Kernel == kernel::avx2) {
 #if defined(__AVX2__) && defined(__FMA__)
-      avx2::gemm<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m, pa.get(), pb.get(), true);
+      if (route == small::route::blocked) {
+        avx2::gemm<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m, pa.get(), pb.get(), true);
+      } else {
+        small::gemm<avx2::small_ops, TransA, TransB>(route, m, n, k, a.data(), lda, b.data(), ldb, c.data(), m,
+                                                     pa.get(), true);
+      }
 #endif
     } else {
       scratch.run<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m, false);
@@ -93,6 +102,18 @@ void conv_weight_gradient(benchmark::internal::Benchmark* b) { b->Args({25, 16, 
 // Unfolded input gradient dcols = dYᵀ·Wᵀ (P × CKK × F).
 void conv_input_gradient(benchmark::internal::Benchmark* b) { b->Args({196, 400, 32}); }
 
+// The char transformer's attention, one head of 16 over 64 positions:
+// scores S = QᵀK (T × T × 16), the output O = V·P (16 × T × T), and the
+// gradient of V, dV = dO·Pᵀ (16 × T × T).
+void attention_scores(benchmark::internal::Benchmark* b) { b->Args({64, 64, 16}); }
+void attention_output(benchmark::internal::Benchmark* b) { b->Args({16, 64, 64}); }
+
+BENCHMARK(gemm<true, false, kernel::kiln>)->Name("kiln/attention_scores")->Apply(attention_scores);
+BENCHMARK(gemm<false, false, kernel::kiln>)->Name("kiln/attention_output")->Apply(attention_output);
+BENCHMARK(gemm<false, true, kernel::kiln>)->Name("kiln/attention_value_gradient")->Apply(attention_output);
+BENCHMARK(gemm<true, false, kernel::eigen>)->Name("eigen/attention_scores")->Apply(attention_scores);
+BENCHMARK(gemm<false, false, kernel::eigen>)->Name("eigen/attention_output")->Apply(attention_output);
+BENCHMARK(gemm<false, true, kernel::eigen>)->Name("eigen/attention_value_gradient")->Apply(attention_output);
 BENCHMARK(gemm<true, false, kernel::kiln>)->Name("kiln/forward")->Apply(mlp_forward);
 BENCHMARK(gemm<true, false, kernel::eigen>)->Name("eigen/forward")->Apply(mlp_forward);
 #if defined(__AVX2__) && defined(__FMA__)

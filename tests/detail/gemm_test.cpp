@@ -212,6 +212,73 @@ struct avx2_kernel {
 TEST(gemm, avx2_kernel_sums_in_kilns_order_bit_for_bit) { check_kernel_bits<avx2_kernel>(); }
 #endif
 
+/// The small products (detail/gemm_small.hpp) by one route whatever their
+/// shape, through check_bits.
+template <class Ops, kiln::detail::small_gemm::route How>
+struct small_route {
+  template <bool TA, bool TB>
+  static void gemm(index m, index n, index k, const float* a, index lda, const float* b, index ldb, float* c, index ldc,
+                   float* scratch, float*, bool overwrite, const kiln::detail::gemm_blocks&) {
+    kiln::detail::small_gemm::gemm<Ops, TA, TB>(How, m, n, k, a, lda, b, ldb, c, ldc, scratch, overwrite);
+  }
+};
+
+/// Both routes, every transposition, ragged rows and columns (tiles of
+/// every width), depths across a block boundary: kiln's order, bit for bit.
+template <class Ops>
+void check_small_bits() {
+  using kiln::detail::small_gemm::route;
+  const index ms[] = {1, 10, Ops::W, 2 * Ops::W - 1, 2 * Ops::W, 2 * Ops::W + 3, 100};
+  const index ns[] = {1, 5, 10, Ops::cols + 1, 64};
+  const index ks[] = {1, 10, 17, 128, 385};
+  const kiln::detail::gemm_blocks unused{};
+  std::uint64_t seed = 500;
+  for (index m : ms)
+    for (index n : ns)
+      for (index k : ks) {
+        const bool acc = ++seed % 2 == 0;
+        const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
+        using direct = small_route<Ops, route::direct>;
+        using transposed = small_route<Ops, route::transposed>;
+        check_bits<false, false>(direct::template gemm<false, false>, m, n, k, acc, seed, unused, scratch, 1);
+        check_bits<true, false>(direct::template gemm<true, false>, m, n, k, acc, seed, unused, scratch, 1);
+        check_bits<false, true>(direct::template gemm<false, true>, m, n, k, acc, seed, unused, scratch, 1);
+        check_bits<true, true>(direct::template gemm<true, true>, m, n, k, acc, seed, unused, scratch, 1);
+        check_bits<false, false>(transposed::template gemm<false, false>, m, n, k, acc, seed, unused, scratch, 1);
+        check_bits<true, false>(transposed::template gemm<true, false>, m, n, k, acc, seed, unused, scratch, 1);
+        check_bits<false, true>(transposed::template gemm<false, true>, m, n, k, acc, seed, unused, scratch, 1);
+        check_bits<true, true>(transposed::template gemm<true, true>, m, n, k, acc, seed, unused, scratch, 1);
+      }
+}
+
+/// Which products take which route: the MLP's 10-class head and its
+/// 10-deep input gradient skip packing, the large products do not.
+template <class Ops>
+void check_small_routes() {
+  using kiln::detail::small_gemm::choose;
+  using kiln::detail::small_gemm::route;
+  EXPECT_EQ(choose<Ops>(10, 64, 128), route::transposed);  // forward of the head: 10 outputs
+  EXPECT_EQ(choose<Ops>(128, 10, 64), route::direct);      // its weight gradient: 10 columns
+  EXPECT_EQ(choose<Ops>(128, 64, 10), route::direct);      // the input gradient through it: 10 deep
+  EXPECT_EQ(choose<Ops>(784, 16, 25), route::direct);      // the first convolution: 25 taps
+  EXPECT_EQ(choose<Ops>(256, 64, 784), route::blocked);
+  EXPECT_EQ(choose<Ops>(784, 256, 64), route::blocked);
+  EXPECT_EQ(choose<Ops>(256, 64, 128), route::blocked);
+}
+
+#if defined(__AVX512F__)
+TEST(gemm, avx512_small_products_sum_in_kilns_order_bit_for_bit) {
+  check_small_bits<kiln::detail::avx512::small_ops>();
+  check_small_routes<kiln::detail::avx512::small_ops>();
+}
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+TEST(gemm, avx2_small_products_sum_in_kilns_order_bit_for_bit) {
+  check_small_bits<kiln::detail::avx2::small_ops>();
+  check_small_routes<kiln::detail::avx2::small_ops>();
+}
+#endif
+
 TEST(gemm, blocking_follows_the_cpu_caches) {
   using kiln::detail::gemm_blocks;
   // 30 % of L2 for the A block, KC = 384 deep (1,536 bytes a row), whole MR-row panels;

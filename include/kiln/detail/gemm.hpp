@@ -20,6 +20,7 @@
 
 #include <kiln/bf16.hpp>
 
+#include <kiln/detail/gemm_small.hpp>
 #include <kiln/detail/sgemm_avx2.hpp>
 #include <kiln/detail/sgemm_avx512.hpp>
 #include <kiln/detail/sgemm_avx512_bf16.hpp>
@@ -81,6 +82,7 @@ class gemm_scratch {
     if constexpr (own_kernel) {
       need_a_ = std::max(need_a_, static_cast<std::size_t>(own::packed_a_floats(m, k)));
       need_b_ = std::max(need_b_, static_cast<std::size_t>(own::packed_b_floats(n, k)));
+      need_a_ = std::max(need_a_, static_cast<std::size_t>(small_gemm::scratch_floats<own::small_ops>(m, n, k)));
     }
 #endif
     if (need_a_ > cap_a_) a_ = allocate(need_a_, cap_a_);
@@ -173,6 +175,13 @@ class gemm_scratch {
                bool overwrite = false) {
 #if KILN_DETAIL_OWN_SGEMM
     if constexpr (own_kernel) {
+      // (one small operand: its products without packing, detail/gemm_small.hpp; the same sums)
+      if (const auto how = small_gemm::choose<own::small_ops>(m, n, k); how != small_gemm::route::blocked) {
+        assert(static_cast<std::size_t>(small_gemm::scratch_floats<own::small_ops>(m, n, k)) <= cap_a_ &&
+               "kiln: gemm shape was not reserved");
+        small_gemm::gemm<own::small_ops, TransA, TransB>(how, m, n, k, a, lda, b, ldb, c, ldc, a_.get(), overwrite);
+        return;
+      }
       assert(static_cast<std::size_t>(own::packed_a_floats(m, k)) <= cap_a_ &&
              static_cast<std::size_t>(own::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
       own::gemm<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), overwrite);

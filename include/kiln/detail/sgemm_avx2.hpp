@@ -94,6 +94,39 @@ inline void transpose_8x8(const __m256 (&r)[8], float* out, std::ptrdiff_t ld_ou
   }
 }
 
+/// The vector operations of the small products (detail/gemm_small.hpp):
+/// 8 lanes, tiles of 16 rows × up to 6 columns (12 accumulators).
+struct small_ops {
+  using vec = __m256;
+  static constexpr std::ptrdiff_t W = 8;
+  static constexpr int cols = 6;
+  static vec zero() { return _mm256_setzero_ps(); }
+  static vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
+  static vec add(vec x, vec y) { return _mm256_add_ps(x, y); }
+  static vec broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static vec fma(vec x, vec y, vec acc) { return _mm256_fmadd_ps(x, y, acc); }
+  static void transpose(const float* src, std::ptrdiff_t ld_src, float* dst, std::ptrdiff_t ld_dst) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld_src);
+    transpose_8x8(r, dst, ld_dst);  // (dst 32-byte aligned, as are the rows it stores)
+  }
+  /// dst[l] (+)= src[l] for l < count ≤ 8: 8 or 4 at a time, then one by
+  /// one (no masked store: slow on AMD's cores).
+  static void merge_first(float* dst, const float* src, std::ptrdiff_t count, bool add) {
+    if (count == 8) {
+      store(dst, add ? _mm256_add_ps(load(dst), load(src)) : load(src));
+      return;
+    }
+    std::ptrdiff_t l = 0;
+    if (count >= 4) {
+      _mm_storeu_ps(dst, add ? _mm_add_ps(_mm_loadu_ps(dst), _mm_loadu_ps(src)) : _mm_loadu_ps(src));
+      l = 4;
+    }
+    for (; l < count; ++l) dst[l] = add ? dst[l] + src[l] : src[l];
+  }
+};
+
 /// Packs rows [0, mc) and depth [0, kc) of op(A) into MR-row panels, each
 /// stored depth after depth (MR floats per depth), zero-padded to MR rows.
 template <bool TransA, class Src>

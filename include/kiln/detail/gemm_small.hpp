@@ -1,0 +1,209 @@
+// kiln/detail/gemm_small.hpp — products with one small operand, without
+// packing the large one: the MLP's 10-class head (10 rows or 10 columns), an
+// input gradient 10 deep, a first convolution's 25 taps, an attention head.
+//
+// The blocked scheme (detail/gemm_blocking.hpp) packs both operands so that
+// each packed value is reused by many tiles. When op(B) is small (k·n ≤ 4096
+// floats, an L1's worth), each value of A is used by one or a few column
+// tiles, and packing costs about as much as the product: here A is read
+// where it is (column-major; a transposed A is copied column-major one tile
+// of rows at a time, 8 × 8 blocks transposed in registers), op(B) is
+// broadcast from where it is (it stays in L1), and a tile of 2W rows (two
+// vectors of W lanes; one for a product W rows tall) × N columns is summed
+// in registers, N ≤ Ops::cols chosen so that the columns split evenly (10
+// columns: one tile of 10 with AVX-512, two of 5 with AVX2). When op(A) is
+// the small one (the 10-output forward product: 10 × 128), the transposed
+// product Cᵀ = op(B)ᵀ·op(A)ᵀ is computed the same way, with the batch along
+// the lanes, and each tile is transposed in registers as it is stored.
+//
+// The sums are those of the blocked kernels, bit for bit: per block of depth
+// (the same blocks, even_block(k, gemm_kc, 16)), one chain of fused
+// multiply-adds from zero, added to C (or stored, for the first block of an
+// overwrite). So which route a product takes, which differs between CPU
+// kinds, changes no result; tests/detail/gemm_test.cpp checks both routes
+// against the scalar loop.
+//
+// Ops (one per vector width: avx512::small_ops, avx2::small_ops) gives the
+// vector type and its W lanes, `cols`, the most columns a tile's 2·cols
+// accumulators leave registers for, and zero, load, store, add, broadcast,
+// fma, a W × W transpose (dst[q·ld_dst + r] = src[r·ld_src + q]) and
+// merge_first (dst[l] (+)= src[l] for l < count).
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+#include <kiln/detail/gemm_blocking.hpp>
+
+namespace kiln::detail::small_gemm {
+
+/// Which way a product is computed.
+enum class route { blocked, direct, transposed };
+
+/// Floats of op(B) (or of op(A), transposed) the small products keep in L1.
+inline constexpr std::ptrdiff_t small_operand_floats = 4096;
+/// Floats of the other operand read in place more than twice (it is read
+/// once per column tile): beyond an L2's share, blocking pays.
+inline constexpr std::ptrdiff_t reread_floats = 65536;
+
+/// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops.
+template <class Ops>
+constexpr route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
+  if (k * n <= small_operand_floats && (n <= 2 * Ops::cols || m * k <= reread_floats)) return route::direct;
+  if (k * m <= small_operand_floats && (m <= 2 * Ops::cols || n * k <= reread_floats)) return route::transposed;
+  return route::blocked;
+}
+
+/// Floats of scratch run() needs for this shape (one tile's rows of A, as
+/// deep as a block; 0 when the product takes the blocked route).
+template <class Ops>
+constexpr std::ptrdiff_t scratch_floats(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
+  return choose<Ops>(m, n, k) == route::blocked ? 0 : 2 * Ops::W * even_block(k, gemm_kc, 16);
+}
+
+/// C tile (V·W × N at c, ldc) (+)= A (V·W rows at a, lda) · op(B) over kc,
+/// op(B)(p, j) at b[j + p·ldb] (TransB) or b[p + j·ldb]; V is 2, or 1 for a
+/// product W rows tall (an attention head's 16).
+// (Not inlined, like the blocked micro-kernels: the accumulators stay in registers.)
+template <class Ops, int V, int N, bool TransB>
+[[gnu::noinline]] void tile(std::ptrdiff_t kc, const float* a, std::ptrdiff_t lda, const float* b, std::ptrdiff_t ldb,
+                            float* c, std::ptrdiff_t ldc, bool add) {
+  using vec = typename Ops::vec;
+  constexpr std::ptrdiff_t W = Ops::W;
+  vec acc[V][N];
+  for (int v = 0; v < V; ++v)
+    for (int j = 0; j < N; ++j) acc[v][j] = Ops::zero();
+  for (std::ptrdiff_t p = 0; p < kc; ++p) {
+    vec av[V];
+    for (int v = 0; v < V; ++v) av[v] = Ops::load(a + p * lda + v * W);
+#pragma GCC unroll 16
+    for (int j = 0; j < N; ++j) {
+      const vec bj = Ops::broadcast(TransB ? b + j + p * ldb : b + p + j * ldb);
+      for (int v = 0; v < V; ++v) acc[v][j] = Ops::fma(av[v], bj, acc[v][j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < N; ++j)
+    for (int v = 0; v < V; ++v) {
+      float* cj = c + j * ldc + v * W;
+      Ops::store(cj, add ? Ops::add(Ops::load(cj), acc[v][j]) : acc[v][j]);
+    }
+}
+
+/// tile<Ops, V, N, TransB>(args…) for the N given at run time (1 ≤ n ≤ Ops::cols).
+// (Not inlined either: one dispatch per V and TransB, not one in every copy
+// GCC makes of run(), keeps the compile time of a program using kiln down.)
+template <class Ops, int V, bool TransB, int... Ns, class... Args>
+[[gnu::noinline]] void tile_of_width(std::integer_sequence<int, Ns...>, std::ptrdiff_t n, Args... args) {
+  (void)((n == Ns + 1 ? (tile<Ops, V, Ns + 1, TransB>(args...), true) : false) || ...);
+}
+
+/// out[i + p·ld_out] = a[p + i·lda] for i < rows, p < depth (a transposed
+/// operand copied column-major), W × W blocks transposed in registers; the
+/// rows from `rows` to ld_out are zero.
+template <class Ops>
+void copy_transposed(const float* a, std::ptrdiff_t lda, std::ptrdiff_t rows, std::ptrdiff_t depth, float* out,
+                     std::ptrdiff_t ld_out) {
+  constexpr std::ptrdiff_t W = Ops::W;
+  const std::ptrdiff_t whole_rows = rows / W * W, whole_depth = depth / W * W;
+  for (std::ptrdiff_t i = 0; i < whole_rows; i += W)
+    for (std::ptrdiff_t p = 0; p < whole_depth; p += W) Ops::transpose(a + p + i * lda, lda, out + i + p * ld_out, ld_out);
+  if (whole_rows == ld_out && whole_depth == depth) return;
+  for (std::ptrdiff_t p = 0; p < depth; ++p) {  // (the edges)
+    float* col = out + p * ld_out;
+    for (std::ptrdiff_t i = p < whole_depth ? whole_rows : 0; i < rows; ++i) col[i] = a[p + i * lda];
+    std::fill(col + rows, col + ld_out, 0.0f);
+  }
+}
+
+/// C(i, j) (+)= t[i + j·2W] for i < rows, j < cols, C(i, j) at c[i + j·ldc],
+/// or, TransC, at c[j + i·ldc] (rows of the tile transposed in registers).
+template <class Ops, bool TransC>
+void merge_tile(const float* t, std::ptrdiff_t rows, std::ptrdiff_t cols, float* c, std::ptrdiff_t ldc, bool add) {
+  constexpr std::ptrdiff_t W = Ops::W;
+  if constexpr (!TransC) {
+    for (std::ptrdiff_t j = 0; j < cols; ++j)
+      for (std::ptrdiff_t i = 0; i < rows; ++i) c[i + j * ldc] = add ? c[i + j * ldc] + t[i + j * 2 * W] : t[i + j * 2 * W];
+  } else {
+    alignas(64) float rows_of[W * W];
+    for (std::ptrdiff_t r0 = 0; r0 < rows; r0 += W)
+      for (std::ptrdiff_t j0 = 0; j0 < cols; j0 += W) {
+        Ops::transpose(t + r0 + j0 * 2 * W, 2 * W, rows_of, W);  // rows_of[q·W + l]: row r0 + q, column j0 + l
+        const std::ptrdiff_t count = std::min(W, cols - j0);
+        for (std::ptrdiff_t q = 0; q < std::min(W, rows - r0); ++q)
+          Ops::merge_first(c + j0 + (r0 + q) * ldc, rows_of + q * W, count, add);
+      }
+  }
+}
+
+/// C(m×n) (+)= op(A)·op(B), op(B) small (route::direct), with C(i, j) at
+/// c[i + j·ldc], or TransC at c[j + i·ldc] (route::transposed, called with
+/// the operands swapped). `scratch` holds scratch_floats(m, n, k) of the
+/// product as the caller reserved it. With `overwrite` the first block of
+/// depth stores C instead of adding to it.
+template <class Ops, bool TransA, bool TransB, bool TransC>
+void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
+         std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
+  constexpr std::ptrdiff_t W = Ops::W, R = 2 * W;
+  constexpr auto widths = std::make_integer_sequence<int, Ops::cols>{};
+  const std::ptrdiff_t kc_block = even_block(k, gemm_kc, 16), tiles = (n + Ops::cols - 1) / Ops::cols;
+  // a tile's sums on their way to a ragged or transposed C (columns past the tile's stay zero)
+  alignas(64) float t[R * ((Ops::cols + W - 1) / W * W)] = {};
+  for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
+    const std::ptrdiff_t kc = std::min(kc_block, k - pc);
+    const bool add = pc > 0 || !overwrite;
+    const float* b_depth = TransB ? b + pc * ldb : b + pc;
+    for (std::ptrdiff_t i0 = 0; i0 < m; i0 += R) {
+      // the tile's rows of A (two vectors, or one for the last W or fewer):
+      // in place, or (transposed, or short of a tile) copied column-major
+      // and zero-padded, once for all its columns
+      const std::ptrdiff_t rows = std::min(R, m - i0), tall = rows > W ? R : W;
+      const float* a_tile = a + i0 + pc * lda;
+      std::ptrdiff_t ld_tile = lda;
+      if (TransA || rows < tall) {
+        if constexpr (TransA) {
+          copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall);
+        } else {
+          for (std::ptrdiff_t p = 0; p < kc; ++p) {
+            std::copy(a_tile + p * lda, a_tile + p * lda + rows, scratch + p * tall);
+            std::fill(scratch + p * tall + rows, scratch + (p + 1) * tall, 0.0f);
+          }
+        }
+        a_tile = scratch;
+        ld_tile = tall;
+      }
+      for (std::ptrdiff_t tile_index = 0, j0 = 0; tile_index < tiles; ++tile_index) {
+        const std::ptrdiff_t cols = n / tiles + (tile_index < n % tiles ? 1 : 0);
+        const float* b_cols = TransB ? b_depth + j0 : b_depth + j0 * ldb;
+        const bool in_c = !TransC && rows == tall;
+        float* out = in_c ? c + i0 + j0 * ldc : t;
+        const std::ptrdiff_t ld_out = in_c ? ldc : R;
+        if (tall == R) {
+          tile_of_width<Ops, 2, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
+        } else {
+          tile_of_width<Ops, 1, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
+        }
+        if (!in_c) merge_tile<Ops, TransC>(t, rows, cols, TransC ? c + j0 + i0 * ldc : c + i0 + j0 * ldc, ldc, add);
+        j0 += cols;
+      }
+    }
+  }
+}
+
+/// C(m×n, ldc) (+)= op(A)·op(B) by `route` (direct or transposed); the
+/// same bits as the blocked kernels.
+template <class Ops, bool TransA, bool TransB>
+void gemm(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
+          const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
+  if (how == route::direct) {
+    run<Ops, TransA, TransB, false>(m, n, k, a, lda, b, ldb, c, ldc, scratch, overwrite);
+  } else {
+    // Cᵀ = op(B)ᵀ·op(A)ᵀ: op(B)ᵀ(j, p) is b[j + p·ldb] (TransB: column-major) or b[p + j·ldb];
+    // op(A)ᵀ(p, i) is a[p + i·lda] (TransA) or a[i + p·lda]
+    run<Ops, !TransB, !TransA, true>(n, m, k, b, ldb, a, lda, c, ldc, scratch, overwrite);
+  }
+}
+
+}  // namespace kiln::detail::small_gemm
