@@ -4,7 +4,7 @@
 // and the training step of examples/char_transformer.cpp's model (batch 32,
 // one thread, AdamW), whose GELUs and softmaxes they serve.
 // Run (ratios of medians, the pairs interleaved; docs/performance.md):
-//   build/benchmarks/kiln_vector_math_benchmarks --benchmark_repetitions=9 \
+//   build/benchmarks/kiln_vector_math_benchmarks --benchmark_repetitions=9
 //     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 #include <kiln/kiln.hpp>
 #include <kiln/detail/libm_expf.hpp>
