@@ -140,8 +140,10 @@ void check_bits(Kernel kernel, index m, index n, index k, bool accumulate, std::
                 const kiln::detail::gemm_blocks& blocks, std::ptrdiff_t packed_a, std::ptrdiff_t packed_b) {
   kiln::rng g(seed);
   const index lda = (TransA ? k : m) + 1, ldb = (TransB ? n : k) + 2, ldc = m + 3;
-  std::vector<float> a(static_cast<std::size_t>(lda * (TransA ? m : k))), b(static_cast<std::size_t>(ldb * (TransB ? k : n))),
-      c(static_cast<std::size_t>(ldc * n));
+  // (A and B against pages that may not be touched, as in check())
+  guarded_floats a(static_cast<std::size_t>(lda * ((TransA ? m : k) - 1) + (TransA ? k : m)), seed % 2 == 0),
+      b(static_cast<std::size_t>(ldb * ((TransB ? k : n) - 1) + (TransB ? n : k)), seed % 3 == 0);
+  std::vector<float> c(static_cast<std::size_t>(ldc * n));
   for (auto& v : a) v = static_cast<float>(g.uniform(-1, 1));
   for (auto& v : b) v = static_cast<float>(g.uniform(-1, 1));
   for (auto& v : c) v = static_cast<float>(g.uniform(-1, 1));

@@ -160,19 +160,18 @@ void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, s
       // in place, or (transposed, or short of a tile) copied column-major
       // and zero-padded, once for all its columns
       const std::ptrdiff_t rows = std::min(R, m - i0), tall = rows > W ? R : W;
-      const float* a_tile = a + i0 + pc * lda;
-      std::ptrdiff_t ld_tile = lda;
-      if (TransA || rows < tall) {
-        if constexpr (TransA) {
-          copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall);
-        } else {
-          for (std::ptrdiff_t p = 0; p < kc; ++p) {
-            std::copy(a_tile + p * lda, a_tile + p * lda + rows, scratch + p * tall);
-            std::fill(scratch + p * tall + rows, scratch + (p + 1) * tall, 0.0f);
-          }
+      const float* a_tile = scratch;
+      std::ptrdiff_t ld_tile = tall;
+      if constexpr (TransA) {
+        copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall);
+      } else if (const float* in_place = a + i0 + pc * lda; rows == tall) {
+        a_tile = in_place;
+        ld_tile = lda;
+      } else {
+        for (std::ptrdiff_t p = 0; p < kc; ++p) {
+          std::copy(in_place + p * lda, in_place + p * lda + rows, scratch + p * tall);
+          std::fill(scratch + p * tall + rows, scratch + (p + 1) * tall, 0.0f);
         }
-        a_tile = scratch;
-        ld_tile = tall;
       }
       for (std::ptrdiff_t tile_index = 0, j0 = 0; tile_index < tiles; ++tile_index) {
         const std::ptrdiff_t cols = n / tiles + (tile_index < n % tiles ? 1 : 0);
