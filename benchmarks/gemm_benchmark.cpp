@@ -53,7 +53,6 @@ void gemm(benchmark::State& state) {
   };
   namespace avx2 = kiln::detail::avx2;
   namespace small = kiln::detail::small_gemm;
-  const auto route = small::choose<avx2::small_ops>(m, n, k);  // (as gemm_scratch::run chooses for AVX2 CPUs)
   const auto pa = packing(std::max(avx2::packed_a_floats(m, k), small::scratch_floats<avx2::small_ops>(m, n, k))),
              pb = packing(avx2::packed_b_floats(n, k));
 #endif
@@ -63,12 +62,10 @@ void gemm(benchmark::State& state) {
       scratch.eigen_run<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m);
     } else if constexpr (Kernel == kernel::avx2) {
 #if defined(__AVX2__) && defined(__FMA__)
-      if (route == small::route::blocked) {
+      // (as gemm_scratch::run computes f32 products on a CPU without AVX-512)
+      if (!small::gemm_if_small<avx2::small_ops, TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m,
+                                                                 pa.get(), true))
         avx2::gemm<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m, pa.get(), pb.get(), true);
-      } else {
-        small::gemm<avx2::small_ops, TransA, TransB>(route, m, n, k, a.data(), lda, b.data(), ldb, c.data(), m,
-                                                     pa.get(), true);
-      }
 #endif
     } else {
       scratch.run<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c.data(), m, false);

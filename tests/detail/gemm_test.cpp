@@ -163,6 +163,18 @@ void check_bits(Kernel kernel, index m, index n, index k, bool accumulate, std::
         << ": " << c[at] << " against " << want[at];
 }
 
+/// check_bits for all four transpositions of one shape, through
+/// Ns::gemm<TransA, TransB>.
+template <class Ns>
+void check_every_transposition(index m, index n, index k, bool accumulate, std::uint64_t seed,
+                               const kiln::detail::gemm_blocks& blocks, std::ptrdiff_t packed_a,
+                               std::ptrdiff_t packed_b) {
+  check_bits<false, false>(Ns::template gemm<false, false>, m, n, k, accumulate, seed, blocks, packed_a, packed_b);
+  check_bits<true, false>(Ns::template gemm<true, false>, m, n, k, accumulate, seed, blocks, packed_a, packed_b);
+  check_bits<false, true>(Ns::template gemm<false, true>, m, n, k, accumulate, seed, blocks, packed_a, packed_b);
+  check_bits<true, true>(Ns::template gemm<true, true>, m, n, k, accumulate, seed, blocks, packed_a, packed_b);
+}
+
 /// Every transposition and edge, with this CPU's blocking and with the
 /// smallest one (one micro-tile of rows and of columns per block).
 template <class Ns>
@@ -180,10 +192,7 @@ void check_kernel_bits() {
           const bool acc = ++seed % 2 == 0;
           const auto pa = kiln::detail::gemm_packed_a_floats<Ns::MR>(m, k, blocks),
                      pb = kiln::detail::gemm_packed_b_floats<Ns::NR>(n, k, blocks);
-          check_bits<false, false>(Ns::template gemm<false, false>, m, n, k, acc, seed, blocks, pa, pb);
-          check_bits<true, false>(Ns::template gemm<true, false>, m, n, k, acc, seed, blocks, pa, pb);
-          check_bits<false, true>(Ns::template gemm<false, true>, m, n, k, acc, seed, blocks, pa, pb);
-          check_bits<true, true>(Ns::template gemm<true, true>, m, n, k, acc, seed, blocks, pa, pb);
+          check_every_transposition<Ns>(m, n, k, acc, seed, blocks, pa, pb);
         }
 }
 
@@ -240,16 +249,8 @@ void check_small_bits() {
       for (index k : ks) {
         const bool acc = ++seed % 2 == 0;
         const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
-        using direct = small_route<Ops, route::direct>;
-        using transposed = small_route<Ops, route::transposed>;
-        check_bits<false, false>(direct::template gemm<false, false>, m, n, k, acc, seed, unused, scratch, 1);
-        check_bits<true, false>(direct::template gemm<true, false>, m, n, k, acc, seed, unused, scratch, 1);
-        check_bits<false, true>(direct::template gemm<false, true>, m, n, k, acc, seed, unused, scratch, 1);
-        check_bits<true, true>(direct::template gemm<true, true>, m, n, k, acc, seed, unused, scratch, 1);
-        check_bits<false, false>(transposed::template gemm<false, false>, m, n, k, acc, seed, unused, scratch, 1);
-        check_bits<true, false>(transposed::template gemm<true, false>, m, n, k, acc, seed, unused, scratch, 1);
-        check_bits<false, true>(transposed::template gemm<false, true>, m, n, k, acc, seed, unused, scratch, 1);
-        check_bits<true, true>(transposed::template gemm<true, true>, m, n, k, acc, seed, unused, scratch, 1);
+        check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
+        check_every_transposition<small_route<Ops, route::transposed>>(m, n, k, acc, seed, unused, scratch, 1);
       }
 }
 

@@ -176,12 +176,11 @@ class gemm_scratch {
 #if KILN_DETAIL_OWN_SGEMM
     if constexpr (own_kernel) {
       // (one small operand: its products without packing, detail/gemm_small.hpp; the same sums)
-      if (const auto how = small_gemm::choose<own::small_ops>(m, n, k); how != small_gemm::route::blocked) {
-        assert(static_cast<std::size_t>(small_gemm::scratch_floats<own::small_ops>(m, n, k)) <= cap_a_ &&
-               "kiln: gemm shape was not reserved");
-        small_gemm::gemm<own::small_ops, TransA, TransB>(how, m, n, k, a, lda, b, ldb, c, ldc, a_.get(), overwrite);
+      assert(static_cast<std::size_t>(small_gemm::scratch_floats<own::small_ops>(m, n, k)) <= cap_a_ &&
+             "kiln: gemm shape was not reserved");
+      if (small_gemm::gemm_if_small<own::small_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(),
+                                                                     overwrite))
         return;
-      }
       assert(static_cast<std::size_t>(own::packed_a_floats(m, k)) <= cap_a_ &&
              static_cast<std::size_t>(own::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
       own::gemm<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), overwrite);

@@ -205,4 +205,16 @@ void gemm(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const
   }
 }
 
+/// C(m×n, ldc) (+)= op(A)·op(B) by the route choose() picks, and true; or,
+/// where it picks the blocked kernels, nothing and false. (gemm_scratch's
+/// f32 products, and the benchmark's AVX2 rows, dispatch through this.)
+template <class Ops, bool TransA, bool TransB>
+bool gemm_if_small(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
+                   const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
+  const route how = choose<Ops>(m, n, k);
+  if (how == route::blocked) return false;
+  gemm<Ops, TransA, TransB>(how, m, n, k, a, lda, b, ldb, c, ldc, scratch, overwrite);
+  return true;
+}
+
 }  // namespace kiln::detail::small_gemm
