@@ -114,7 +114,8 @@ struct small_ops {
   static vec broadcast(const float* p) { return _mm512_set1_ps(*p); }
   static vec fma(vec x, vec y, vec acc) { return _mm512_fmadd_ps(x, y, acc); }
   /// (dst 32-byte aligned, ld_dst a multiple of 8.) Four 8 × 8 transposes
-  /// in 256-bit registers: on Zen 4 a third faster than one in 512-bit ones.
+  /// in 256-bit registers: with them the 10-output forward product ran 7 %
+  /// faster on Zen 4 than with one 16 × 16 transpose in 512-bit registers.
   static void transpose(const float* src, std::ptrdiff_t ld_src, float* dst, std::ptrdiff_t ld_dst) {
 #if defined(__AVX2__) && defined(__FMA__)
     for (int i0 = 0; i0 < 16; i0 += 8)
