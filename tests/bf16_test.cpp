@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "support/blobs.hpp"
@@ -382,7 +385,9 @@ TEST(bf16, training_tracks_the_f32_loss_curve) {
 }
 
 TEST(bf16, checkpoints_hold_f32_master_weights_and_cross_precisions) {
-  const auto dir = std::filesystem::temp_directory_path() / "kiln_bf16_checkpoint";
+  // (one directory per process: four test executables compile this file,
+  // and ctest -j runs them side by side)
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_bf16_checkpoint_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto b = compile<mlp, batch<8>, precision<bf16>>(3);
   for (auto& w : b.layer_parameter<2>()) w += 1e-4f;  // not representable in bf16: must survive exactly
