@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -59,6 +62,44 @@ TEST(adam, slices_updated_separately_equal_one_update) {
   parts.update(o, std::span(b).first(4), std::span(g).first(4), 0);
   parts.update(o, std::span(b).subspan(4), std::span(g).subspan(4), 4);
   EXPECT_EQ(a, b);
+}
+
+// A buffer longer than two of the blocks the update walks in (with a
+// ragged last one): every element follows the recurrence, and the float
+// update of the whole buffer gives the bits of updating it in slices of
+// whole cache lines (as the replicas of replicate<N> and the layer-by-layer
+// update do), whose lengths do not divide the blocks.
+template <class O>
+void check_long_buffer(const O& o) {
+  const std::size_t n = 2 * kiln::detail::update_block + 37;
+  std::vector<double> w0(n);
+  std::vector<std::vector<double>> g(3, std::vector<double>(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    w0[i] = std::sin(0.7 * double(i)) + 0.1;
+    for (std::size_t t = 0; t < 3; ++t) g[t][i] = std::cos(1.3 * double(i) + double(t));
+  }
+  typename O::template state<double> s(n);
+  std::vector<double> w = w0;
+  for (std::uint64_t t = 0; t < 3; ++t) s.step(o, w, g[t], t + 1);
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_NEAR(w[i], reference(w0[i], {g[0][i], g[1][i], g[2][i]}, o), 1e-12) << "element " << i << " of " << n;
+
+  typename O::template state<float> whole(n), single(n);
+  std::vector<float> a(w0.begin(), w0.end()), b = a;
+  for (std::uint64_t t = 0; t < 3; ++t) {
+    const std::vector<float> gf(g[t].begin(), g[t].end());
+    whole.step(o, a, gf, t + 1);
+    single.prepare(o, t + 1);
+    for (std::size_t i = 0, k = 0; i < n; i += 16 * (1 + k % 37), ++k) {
+      const std::size_t m = std::min(n - i, 16 * (1 + k % 37));
+      single.update(o, std::span(b).subspan(i, m), std::span(gf).subspan(i, m), i);
+    }
+  }
+  EXPECT_EQ(a, b);
+}
+TEST(adam, every_element_of_a_long_buffer_follows_the_recurrence_in_any_slicing_by_cache_lines) {
+  check_long_buffer(kiln::adam{.lr = 0.05f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-6f, .weight_decay = 0.1f});
+  check_long_buffer(kiln::adamw{.lr = 0.05f, .beta1 = 0.5f, .weight_decay = 0.3f});
 }
 
 TEST(adam, rejects_settings_that_cannot_train) {

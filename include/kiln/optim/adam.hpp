@@ -1,7 +1,8 @@
 // kiln/optim/adam.hpp — Adam and AdamW (PyTorch's torch.optim.Adam / AdamW).
 //
 // WHAT THEY COMPUTE, per parameter w with gradient g, at step t = 1, 2, ...
-// (one pass over the flat buffer):
+// (element-wise; in blocks, the moments first, then the parameters:
+// detail::update_block):
 //   adam:   g ← g + weight_decay·w                       (L2, coupled)
 //   adamw:  w ← w − lr·weight_decay·w                    (decoupled decay)
 //   both:   m ← β1·m + (1 − β1)·g
@@ -74,17 +75,22 @@ struct adam_family {
       T* m = moments_.data() + offset;
       T* v = moments_.data() + n_ + offset;
       const T lr = o.lr, b1 = o.beta1, b2 = o.beta2, eps = o.eps, wd = o.weight_decay;
-      for (std::size_t i = 0; i < w.size(); ++i) {
-        T gi = g[i];
-        if constexpr (Decoupled) {
-          w[i] -= lr * wd * w[i];
-        } else {
-          gi += wd * w[i];
+      const T c1 = c1_, c2 = c2_;
+      // The moments, then the parameters, block by block
+      // (detail::update_block says why).
+      detail::for_each_update_block(w.size(), [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+          T gi = g[i];
+          if constexpr (!Decoupled) gi += wd * w[i];
+          m[i] = b1 * m[i] + (T(1) - b1) * gi;
+          v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
         }
-        m[i] = b1 * m[i] + (T(1) - b1) * gi;
-        v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
-        w[i] -= lr * (m[i] * c1_) / (std::sqrt(v[i] * c2_) + eps);
-      }
+        for (std::size_t i = begin; i < end; ++i) {
+          T wi = w[i];
+          if constexpr (Decoupled) wi -= lr * wd * wi;
+          w[i] = wi - lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps);
+        }
+      });
     }
 
     /// [m | v], for checkpoints.

@@ -1,7 +1,7 @@
 // kiln/optim/sgd.hpp — stochastic gradient descent (PyTorch's torch.optim.SGD).
 //
-// WHAT IT COMPUTES, per parameter w with gradient g (one pass over the flat
-// buffer):
+// WHAT IT COMPUTES, per parameter w with gradient g (element-wise; in
+// blocks, the velocity first, then the parameters: detail::update_block):
 //   g ← g + weight_decay·w
 //   v ← momentum·v + g                        (v starts at 0; dampening 0)
 //   d ← nesterov ? g + momentum·v : v          (d = g when momentum = 0)
@@ -69,17 +69,23 @@ struct sgd {
       const std::size_t n = w.size();
       if (mu == T(0)) {
         for (std::size_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
-      } else if (o.nesterov) {
-        for (std::size_t i = 0; i < n; ++i) {
-          const T d = g[i] + wd * w[i];
-          v[i] = mu * v[i] + d;
-          w[i] -= lr * (d + mu * v[i]);
-        }
+        return;
+      }
+      // The velocity, then the parameters, block by block
+      // (detail::update_block says why).
+      if (o.nesterov) {
+        detail::for_each_update_block(n, [&](std::size_t begin, std::size_t end) {
+          for (std::size_t i = begin; i < end; ++i) v[i] = mu * v[i] + (g[i] + wd * w[i]);
+          for (std::size_t i = begin; i < end; ++i) {
+            const T d = g[i] + wd * w[i];
+            w[i] -= lr * (d + mu * v[i]);
+          }
+        });
       } else {
-        for (std::size_t i = 0; i < n; ++i) {
-          v[i] = mu * v[i] + g[i] + wd * w[i];
-          w[i] -= lr * v[i];
-        }
+        detail::for_each_update_block(n, [&](std::size_t begin, std::size_t end) {
+          for (std::size_t i = begin; i < end; ++i) v[i] = mu * v[i] + g[i] + wd * w[i];
+          for (std::size_t i = begin; i < end; ++i) w[i] -= lr * v[i];
+        });
       }
     }
 
