@@ -149,6 +149,20 @@ inline void widen(const bf16* in, std::size_t n, float* out) noexcept {
   for (; i < n; ++i) out[i] = static_cast<float>(in[i]);
 }
 
+/// out[i] = in[i] rounded to the nearest bf16 value (kiln::round_to_bf16),
+/// kept as an f32, for i < n.
+inline void round_values(const float* in, std::size_t n, float* out) noexcept {
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  for (const std::size_t whole = n - n % 16; i < whole; i += 16)
+    _mm512_storeu_ps(out + i, bf16_values_of(_mm512_loadu_ps(in + i)));
+#elif defined(__AVX2__)
+  for (const std::size_t whole = n - n % 8; i < whole; i += 8)
+    _mm256_storeu_ps(out + i, bf16_values_of(_mm256_loadu_ps(in + i)));
+#endif
+  for (; i < n; ++i) out[i] = round_to_bf16(in[i]);
+}
+
 /// A column-major rows × cols f32 matrix plus a per-row bias (may be null),
 /// rounded into bf16: out[i + j·rows] = bf16(in[i + j·rows] + bias[i]).
 inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, const float* bias, bf16* out) noexcept {

@@ -20,6 +20,7 @@
 
 #include <kiln/bf16.hpp>
 
+#include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/gemm_small.hpp>
 #include <kiln/detail/sgemm_avx2.hpp>
 #include <kiln/detail/sgemm_avx512.hpp>
@@ -79,6 +80,11 @@ class gemm_scratch {
     need_a_ = std::max(need_a_, static_cast<std::size_t>(kc * mc));
     need_b_ = std::max(need_b_, static_cast<std::size_t>(kc * nc));
 #if KILN_DETAIL_OWN_SGEMM
+    if (packs_bf16_values && bf16_ && small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked) {
+      // a bf16 product with one small operand rounds both into copies (run())
+      need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
+      if (need_rounded_ > cap_rounded_) rounded_ = allocate(need_rounded_, cap_rounded_);
+    }
     if constexpr (own_kernel) {
       need_a_ = std::max(need_a_, static_cast<std::size_t>(own::packed_a_floats(m, k)));
       need_b_ = std::max(need_b_, static_cast<std::size_t>(own::packed_b_floats(n, k)));
@@ -138,6 +144,23 @@ class gemm_scratch {
     if (k == 0) return;
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_source || bf16_) {
+#if KILN_DETAIL_OWN_SGEMM
+        if constexpr (packs_bf16_values) {
+          // One small operand: no packing kernel for it takes bf16 values,
+          // so both operands are rounded (a bf16 one widened) into copies of
+          // their layouts, and the small route multiplies those in f32 —
+          // the sums the packing kernels make (detail/gemm_small.hpp).
+          if (small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked) {
+            assert(static_cast<std::size_t>(m * k + k * n) <= cap_rounded_ && "kiln: gemm shape was not reserved");
+            T* ra = rounded_.get();
+            T* rb = ra + m * k;
+            const index la = copy_as_bf16_values<TransA>(m, k, a, lda, ra);
+            const index lb = copy_as_bf16_values<TransB>(k, n, b, ldb, rb);
+            f32_run<TransA, TransB>(m, n, k, ra, la, rb, lb, c, ldc, !accumulate);
+            return;
+          }
+        }
+#endif
 #if defined(__AVX512BF16__)
         avx512::gemm_bf16<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #elif defined(__AVX512F__) && defined(__AVX512BW__)
@@ -206,6 +229,22 @@ class gemm_scratch {
   }
 
  private:
+  /// The stored matrix of op(X) (rows × cols; stored cols × rows when
+  /// Trans), its values rounded to bf16 (a bf16 one widened), into a dense
+  /// copy in the same layout; returns the copy's leading dimension.
+  template <bool Trans, class S>
+  static index copy_as_bf16_values(index rows, index cols, const S* x, index ldx, T* out) noexcept {
+    const index r = Trans ? cols : rows, c = Trans ? rows : cols;
+    for (index j = 0; j < c; ++j) {
+      if constexpr (std::is_same_v<S, bf16>) {
+        widen(x + j * ldx, static_cast<std::size_t>(r), out + j * r);
+      } else {
+        round_values(x + j * ldx, static_cast<std::size_t>(r), out + j * r);
+      }
+    }
+    return r;
+  }
+
   static float as_bf16_value(float v) noexcept { return round_to_bf16(v); }
   static float as_bf16_value(bf16 v) noexcept { return static_cast<float>(v); }
 
