@@ -70,6 +70,26 @@ TEST(bf16, array_rounding_matches_the_scalar_rounding_at_every_position) {
   }
 }
 
+TEST(bf16, rounding_in_place_of_f32_gives_bf16_from_at_every_position) {
+  // detail::round_values (the small products' rounded copies) keeps each
+  // value as an f32: bit for bit bf16::from widened, subnormals kept, 16 or
+  // 8 lanes at a time and a tail.
+  const std::vector<float> in = {1.0f + 0x1.0p-8f, 1.0f + 0x1.8p-8f, -3.3f, 65504.0f, 3.4e38f, -0.0f,
+                                 std::numeric_limits<float>::quiet_NaN(), 1e-39f, 0x1.0p-130f};
+  std::vector<float> all;
+  for (int copy = 0; copy < 5; ++copy) all.insert(all.end(), in.begin(), in.end());  // 45 values
+  std::vector<float> out(all.size(), 7.0f);
+  detail::round_values(all.data(), all.size(), out.data());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (std::isnan(all[i])) {
+      EXPECT_TRUE(std::isnan(out[i])) << "position " << i;
+    } else {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(round_to_bf16(all[i])))
+          << all[i] << " at position " << i;
+    }
+  }
+}
+
 /// C = op(A)·op(B) in bf16 mode against (1) a double reference of the
 /// bf16-rounded operands, which it must match to f32 accumulation error, and
 /// (2) the exact f32 operands, within the error bf16's 8-bit significand
