@@ -102,7 +102,8 @@ class gemm_scratch {
   /// True when, without AVX512-BF16, bf16 operands are widened (and f32
   /// ones rounded) while kiln's AVX-512 or AVX2 kernel packs them
   /// (detail/sgemm_avx512_bf16_values.hpp, detail/sgemm_avx2.hpp) rather
-  /// than rounded into copies.
+  /// than rounded into copies — except in a product with one small
+  /// operand, whose operands are rounded into copies for the small route.
   static constexpr bool packs_bf16_values =
 #if defined(__AVX512F__) && defined(__AVX512BW__) && !defined(__AVX512BF16__)
       std::is_same_v<T, float>;
@@ -146,12 +147,14 @@ class gemm_scratch {
       if (bf16_source || bf16_) {
 #if KILN_DETAIL_OWN_SGEMM
         if constexpr (packs_bf16_values) {
-          // One small operand: no packing kernel for it takes bf16 values,
-          // so both operands are rounded (a bf16 one widened) into copies of
+          // One small operand: the small routes read f32 only, so both
+          // operands are rounded (a bf16 one widened) into copies of
           // their layouts, and the small route multiplies those in f32 —
           // the sums the packing kernels make (detail/gemm_small.hpp).
-          if (small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked) {
-            assert(static_cast<std::size_t>(m * k + k * n) <= cap_rounded_ && "kiln: gemm shape was not reserved");
+          // (Copies only where reserve() made room for them: a scratch
+          // switched to bf16 after reserving packs instead; the same bits.)
+          if (small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked &&
+              static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
             T* ra = rounded_.get();
             T* rb = ra + m * k;
             const index la = copy_as_bf16_values<TransA>(m, k, a, lda, ra);
