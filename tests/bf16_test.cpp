@@ -226,26 +226,6 @@ TEST(bf16, without_avx512_bf16_a_product_is_that_of_rounded_copies_bit_for_bit) 
       }
 }
 
-TEST(bf16, a_scratch_switched_to_bf16_after_reserving_gives_the_same_bits) {
-  // reserve() sizes the small products' rounded copies only in bf16 mode;
-  // a scratch switched afterwards packs those products instead: same bits.
-  using detail::index;
-  const index m = 17, n = 9, k = 33;  // one small operand: the small route in bf16 mode
-  rng g(77);
-  std::vector<float> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
-  for (auto& v : a) v = static_cast<float>(g.uniform(-3, 3));
-  for (auto& v : b) v = static_cast<float>(g.uniform(-3, 3));
-  detail::gemm_scratch<float> before, after;
-  before.use_bf16_operands(true);
-  before.reserve(m, n, k);
-  after.reserve(m, n, k);
-  after.use_bf16_operands(true);
-  std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
-  before.run<false, false>(m, n, k, a.data(), m, b.data(), k, want.data(), m, false);
-  after.run<false, false>(m, n, k, a.data(), m, b.data(), k, got.data(), m, false);
-  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
-}
-
 using mlp = model<input<2, 2>, flatten, dense<32>, relu, dense<16>, relu, dense<3>>;
 
 TEST(bf16, a_program_keeps_f32_master_weights) {

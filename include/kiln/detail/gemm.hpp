@@ -66,7 +66,10 @@ class gemm_scratch {
  public:
   /// Round both operands of every product to bf16 (accumulating in f32):
   /// precision<bf16>. Set it before reserving.
-  void use_bf16_operands(bool on) noexcept { bf16_ = on; }
+  void use_bf16_operands(bool on) noexcept {
+    assert((!on || (need_a_ == 0 && need_b_ == 0)) && "kiln: use_bf16_operands(true) before reserve()");
+    bf16_ = on;
+  }
   bool bf16_operands() const noexcept { return bf16_; }
 
   void reserve(index m, index n, index k) {
@@ -151,8 +154,8 @@ class gemm_scratch {
           // operands are rounded (a bf16 one widened) into copies of
           // their layouts, and the small route multiplies those in f32 —
           // the sums the packing kernels make (detail/gemm_small.hpp).
-          // (Copies only where reserve() made room for them: a scratch
-          // switched to bf16 after reserving packs instead; the same bits.)
+          // (Copies only where reserve() made room for them; otherwise,
+          // defensively, the packing kernel: the same bits.)
           if (small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked &&
               static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
             T* ra = rounded_.get();
