@@ -83,8 +83,7 @@ class gemm_scratch {
     need_a_ = std::max(need_a_, static_cast<std::size_t>(kc * mc));
     need_b_ = std::max(need_b_, static_cast<std::size_t>(kc * nc));
 #if KILN_DETAIL_OWN_SGEMM
-    if (packs_bf16_values && bf16_ && small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked) {
-      // a bf16 product with one small operand rounds both into copies (run())
+    if (bf16_ && rounds_into_copies(m, n, k)) {
       need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
       if (need_rounded_ > cap_rounded_) rounded_ = allocate(need_rounded_, cap_rounded_);
     }
@@ -156,8 +155,7 @@ class gemm_scratch {
           // the sums the packing kernels make (detail/gemm_small.hpp).
           // (Copies only where reserve() made room for them; otherwise,
           // defensively, the packing kernel: the same bits.)
-          if (small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked &&
-              static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
+          if (rounds_into_copies(m, n, k) && static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
             T* ra = rounded_.get();
             T* rb = ra + m * k;
             const index la = copy_as_bf16_values<TransA>(m, k, a, lda, ra);
@@ -235,6 +233,15 @@ class gemm_scratch {
   }
 
  private:
+#if KILN_DETAIL_OWN_SGEMM
+  /// A bf16 product that run() multiplies from rounded copies of both
+  /// operands by a small route (it has one small operand, and the target
+  /// packs bf16 values otherwise); reserve() sizes the copies for it.
+  static bool rounds_into_copies(index m, index n, index k) noexcept {
+    return packs_bf16_values && small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked;
+  }
+#endif
+
   /// The stored matrix of op(X) (rows × cols; stored cols × rows when
   /// Trans), its values rounded to bf16 (a bf16 one widened), into a dense
   /// copy in the same layout; returns the copy's leading dimension.
