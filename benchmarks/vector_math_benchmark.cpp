@@ -99,6 +99,12 @@ void gelu_backward_std(benchmark::State& s) {
 void gelu_backward_kiln(benchmark::State& s) {
   run(s, 5, [](const float* x, const float* dy, float* dx) { vm::gelu_backward(x, dy, dx, n); });
 }
+void gelu_backward_given_output_kiln(benchmark::State& s) {  // what an f32 gelu layer runs: Φ = y / x
+  std::vector<float> y(n);
+  const std::vector<float> x = values(5);
+  vm::gelu(x.data(), y.data(), n);
+  run(s, 5, [&](const float* xs, const float* dy, float* dx) { vm::gelu_backward(xs, y.data(), dy, dx, n); });
+}
 BENCHMARK(exp_std);
 BENCHMARK(exp_kiln);
 BENCHMARK(exp_libm_kiln);
@@ -112,6 +118,7 @@ BENCHMARK(gelu_std);
 BENCHMARK(gelu_kiln);
 BENCHMARK(gelu_backward_std);
 BENCHMARK(gelu_backward_kiln);
+BENCHMARK(gelu_backward_given_output_kiln);
 
 // examples/char_transformer.cpp's model.
 struct chars;

@@ -120,22 +120,101 @@ TEST(vector_math, gelu_left_tail_within_64_ulp_then_zero) {
   }
 }
 
+/// The largest absolute error of gelu′ values d (at xs) against double
+/// std::, after checking that the scalar pack gave the same bits (ds).
+struct largest_error {
+  double error = 0;
+  float at = 0;
+};
+largest_error gelu_derivative_error(const std::vector<float>& xs, const std::vector<float>& d,
+                                    const std::vector<float>& ds) {
+  largest_error w;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(d[i]), std::bit_cast<std::uint32_t>(ds[i])) << xs[i];
+    const double x = xs[i];
+    const double exact = 0.5 * std::erfc(-x / std::numbers::sqrt2) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+    if (std::abs(d[i] - exact) > w.error) w = {std::abs(d[i] - exact), xs[i]};
+  }
+  return w;
+}
+
 TEST(vector_math, gelu_derivative_within_3e_7) {
   // Φ(x) + x·φ(x) cancels near its zero (x ≈ −0.75): the bound is absolute.
   const auto xs = sweep(-10, 10, stride);
   std::vector<float> ones(xs.size(), 1.0f), d(xs.size()), ds(xs.size());
   vm::gelu_backward(xs.data(), ones.data(), d.data(), xs.size());
   vm::gelu_backward<vm::scalar_pack>(xs.data(), ones.data(), ds.data(), xs.size());
-  double worst_abs = 0;
-  float at = 0;
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(d[i]), std::bit_cast<std::uint32_t>(ds[i])) << xs[i];
-    const double x = xs[i];
-    const double exact = 0.5 * std::erfc(-x / std::numbers::sqrt2) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
-    if (std::abs(d[i] - exact) > worst_abs) worst_abs = std::abs(d[i] - exact), at = xs[i];
+  const largest_error w = gelu_derivative_error(xs, d, ds);
+  std::printf("gelu'    [-10, 10]: max absolute error %.3g (at %a)\n", w.error, static_cast<double>(w.at));
+  EXPECT_LE(w.error, 3e-7) << "at " << w.at;
+}
+
+TEST(vector_math, gelu_derivative_from_the_stored_output_within_3e_7) {
+  // The f32 layer's backward takes Φ(x) = y / x from its stored output y =
+  // gelu(x) (one division for Φ's two polynomials and exponential): the
+  // same bound as Φ computed from x, the same bits in every pack.
+  const auto xs = sweep(-10, 10, stride);
+  std::vector<float> ys(xs.size()), ones(xs.size(), 1.0f), d(xs.size()), ds(xs.size()), from_x(xs.size());
+  vm::gelu(xs.data(), ys.data(), xs.size());
+  vm::gelu_backward(xs.data(), ys.data(), ones.data(), d.data(), xs.size());
+  vm::gelu_backward<vm::scalar_pack>(xs.data(), ys.data(), ones.data(), ds.data(), xs.size());
+  vm::gelu_backward(xs.data(), ones.data(), from_x.data(), xs.size());
+  const largest_error w = gelu_derivative_error(xs, d, ds);
+  double worst_apart = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    worst_apart = std::max(worst_apart, static_cast<double>(std::abs(d[i] - from_x[i])));
+  std::printf("gelu' from y = gelu(x), [-10, 10]: max absolute error %.3g (at %a); %.3g from Phi(x)'s\n", w.error,
+              static_cast<double>(w.at), worst_apart);
+  EXPECT_LE(w.error, 3e-7) << "at " << w.at;
+  EXPECT_GT(worst_apart, 0) << "the quotient is not what was computed";
+
+  // 0, the tiny, the huge, ±inf and NaN take Φ(x) itself, lane by lane,
+  // whatever their neighbours (here in the middle of a pack of ordinary values).
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  for (float odd : {0.0f, -0.0f, 0x1p-120f, -0x1p-110f, 0x1p101f, -0x1p120f, inf, -inf,
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    std::vector<float> x(21);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = -2.5f + 0.25f * static_cast<float>(i);
+    x[7] = odd;
+    std::vector<float> y(x.size()), one(x.size(), 1.0f), got(x.size()), expect(x.size()), scalar(x.size());
+    vm::gelu(x.data(), y.data(), x.size());
+    vm::gelu_backward(x.data(), y.data(), one.data(), got.data(), x.size());
+    vm::gelu_backward<vm::scalar_pack>(x.data(), y.data(), one.data(), scalar.data(), x.size());
+    vm::gelu_backward(x.data(), one.data(), expect.data(), x.size());
+    if (std::isnan(odd)) {
+      EXPECT_TRUE(std::isnan(got[7]));
+    } else {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[7]), std::bit_cast<std::uint32_t>(expect[7])) << odd;
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (i != 7 || !std::isnan(odd)) {
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(scalar[i])) << odd << " " << i;
+      }
+      if (i != 7) {
+        EXPECT_NEAR(got[i], expect[i], 3e-7) << odd << " " << i;
+      }
+    }
   }
-  std::printf("gelu'    [-10, 10]: max absolute error %.3g (at %a)\n", worst_abs, static_cast<double>(at));
-  EXPECT_LE(worst_abs, 3e-7) << "at " << at;
+}
+
+TEST(vector_math, max_of_finds_what_the_running_max_finds_nan_passed_over) {
+  // (the attention's softmax: its largest score, before the exponentials)
+  constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x(70);
+  for (std::size_t n = 0; n <= x.size(); ++n)
+    for (int pattern = 0; pattern < 5; ++pattern) {
+      for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(static_cast<float>(i * 7 + n + pattern)) * 30 - 20;
+      if (pattern == 1)
+        for (std::size_t i = 0; i < n; i += 3) x[i] = nan;
+      if (pattern == 2)
+        for (std::size_t i = 0; i < n; ++i) x[i] = nan;
+      if (pattern == 3 && n > 0) x[n - 1] = inf;  // the largest in the tail
+      if (pattern == 4 && n > 0) x[n / 2] = -inf;
+      float expect = -inf;
+      for (std::size_t i = 0; i < n; ++i) expect = std::max(expect, x[i]);
+      EXPECT_EQ(vm::max_of(x.data(), n), expect) << n << " " << pattern;
+      EXPECT_EQ(vm::max_of<vm::scalar_pack>(x.data(), n), expect) << n << " " << pattern;
+    }
 }
 
 TEST(vector_math, limits_and_nan) {

@@ -68,6 +68,15 @@ void expect_backward_matches_f64(double span, double tol) {
   }
   for (std::size_t i = 0; i < x.size(); ++i)
     EXPECT_NEAR(dx[i], dxd[i], tol * std::max(std::abs(dxd[i]), 1e-3)) << "x = " << x[i];
+  if constexpr (requires { Fn::needs_input_and_output; }) {
+    // what an f32 layer runs: the derivative given x and its stored y (gelu: Φ = y / x)
+    std::vector<float> dx_xy(x.size());
+    Eigen::Map<af> dx_xy_map(dx_xy.data(), n);
+    Fn::backward_from_input_and_output(Eigen::Map<const af>(x.data(), n), Eigen::Map<const af>(y.data(), n),
+                                       Eigen::Map<const af>(dy.data(), n), dx_xy_map);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      EXPECT_NEAR(dx_xy[i], dxd[i], tol * std::max(std::abs(dxd[i]), 1e-3)) << "x = " << x[i];
+  }
 }
 
 TEST(activations_f32, gelu_matches_f64) {

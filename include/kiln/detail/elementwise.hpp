@@ -25,7 +25,10 @@ namespace kiln::detail {
 /// `backward(y, dy, dx)` or, declaring `needs_input`, `backward_from_input(x,
 /// dy, dx)`, over Eigen arrays) as a layer: any input shape, the same output
 /// shape, no parameters. bf16 activations are widened, computed on and
-/// rounded back a block at a time (f32 arithmetic, bf16 storage).
+/// rounded back a block at a time (f32 arithmetic, bf16 storage). An `Fn`
+/// declaring `needs_input_and_output` as well has its
+/// `backward_from_input_and_output(x, y, dy, dx)` called where the output
+/// is stored at full precision (not bf16): gelu takes Φ(x) = y / x there.
 template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;
@@ -62,7 +65,11 @@ struct elementwise_layer {
       constexpr auto n = static_cast<Eigen::Index>(In::size * Ctx::batch);
       constexpr bool from_input = requires { Fn::needs_input; };
       const auto* v = from_input ? c.x : c.y;  // what the derivative is computed from
-      if constexpr (Ctx::bf16_activations) {
+      if constexpr (!Ctx::bf16_activations && requires { Fn::needs_input_and_output; }) {
+        Eigen::Map<A> out(c.dx, n);
+        Fn::backward_from_input_and_output(Eigen::Map<const A>(c.x, n), Eigen::Map<const A>(c.y, n),
+                                           Eigen::Map<const A>(c.dy, n), out);
+      } else if constexpr (Ctx::bf16_activations) {
         alignas(64) float vs[block];
         for (Eigen::Index i = 0; i < n; i += block) {
           const Eigen::Index m = std::min<Eigen::Index>(block, n - i);

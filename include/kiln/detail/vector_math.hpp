@@ -1,4 +1,4 @@
-// kiln/detail/vector_math.hpp — exp, tanh, sigmoid, erf and GELU over f32
+// kiln/detail/vector_math.hpp — exp, tanh, sigmoid, erf and GELU (and the largest value) over f32
 // arrays, 16 (AVX-512) or 8 (AVX2 + FMA) values at a time, or one at a time.
 //
 // WHAT IT IS
@@ -15,7 +15,9 @@
 //   tests/detail/vector_math_test.cpp asserts the bounds, docs/performance.md)
 //   exp ≤ 1.1 ulp; tanh ≤ 1.5; sigmoid, erf ≤ 2.5; gelu ≤ 8 ulp for x ≥ −2,
 //   ≤ 64 ulp down to −5.657 (x²·2⁻²⁴ relative from rounding x/√2), then −0
-//   (erf's clamp at |x/√2| = 4, where PyTorch's f32 1 + erf is 0 too).
+//   (erf's clamp at |x/√2| = 4, where PyTorch's f32 1 + erf is 0 too);
+//   gelu′ within 3e-7 absolute, from x alone or given y = gelu(x) (Φ = y/x,
+//   what an f32 gelu layer's backward uses).
 // NaN in gives NaN out; ±inf give the functions' limits.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
@@ -24,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <numbers>
 
 #include <kiln/detail/avx512.hpp>
@@ -52,6 +55,8 @@ struct scalar_pack {
   static v max(v a, v b) { return a > b ? a : b; }
   static v min(v a, v b) { return a < b ? a : b; }
   static mask less(v a, v b) { return a < b; }
+  static mask both(mask a, mask b) { return a && b; }
+  static bool all(mask k) { return k; }
   static v select(mask k, v a, v b) { return k ? a : b; }
   static v abs(v a) { return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) & 0x7FFFFFFFu); }
   /// `a` with the sign of `a` flipped where `s` is negative.
@@ -91,6 +96,8 @@ struct avx512_pack {
   static v max(v a, v b) { return _mm512_max_ps(a, b); }
   static v min(v a, v b) { return _mm512_min_ps(a, b); }
   static mask less(v a, v b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static mask both(mask a, mask b) { return static_cast<mask>(a & b); }
+  static bool all(mask k) { return k == 0xFFFF; }
   static v select(mask k, v a, v b) { return _mm512_mask_blend_ps(k, b, a); }
   static v abs(v a) { return bits_and(a, 0x7FFFFFFF); }
   static v xor_sign(v a, v s) {
@@ -132,6 +139,8 @@ struct avx2_pack {
   static v max(v a, v b) { return _mm256_max_ps(a, b); }
   static v min(v a, v b) { return _mm256_min_ps(a, b); }
   static mask less(v a, v b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static mask both(mask a, mask b) { return _mm256_and_ps(a, b); }
+  static bool all(mask k) { return _mm256_movemask_ps(k) == 0xFF; }
   static v select(mask k, v a, v b) { return _mm256_blendv_ps(b, a, k); }
   static v abs(v a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }
   static v xor_sign(v a, v s) {
@@ -269,6 +278,21 @@ typename P::v gelu_derivative(typename P::v x) {
   exp_split<P>(P::mul(P::mul(x, x), P::set(-0.5f)), m, s);
   return P::fma(P::mul(P::mul(x, P::set(0x1.988454p-2f)), m), s, phi<P>(x));
 }
+/// The same, given y = gelu(x) as the forward pass computed it: Φ(x) is
+/// y / x (one division instead of Φ's two polynomials and exponential),
+/// except where |x| is outside [2⁻¹⁰⁰, 2¹⁰⁰] (0, ±∞, NaN), which take
+/// Φ(x) itself. Lane by lane, so a value does not depend on its neighbours.
+template <class P>
+typename P::v gelu_derivative_given_output(typename P::v x, typename P::v y) {
+  using V = typename P::v;
+  const V a = P::abs(x);
+  const auto quotient = P::both(P::less(P::set(0x1p-100f), a), P::less(a, P::set(0x1p100f)));
+  V cdf = P::div(y, x);
+  if (!P::all(quotient)) cdf = P::select(quotient, cdf, phi<P>(x));
+  V m, s;
+  exp_split<P>(P::mul(P::mul(x, x), P::set(-0.5f)), m, s);
+  return P::fma(P::mul(P::mul(x, P::set(0x1.988454p-2f)), m), s, cdf);
+}
 
 }  // namespace kernel
 
@@ -284,6 +308,23 @@ void map(const float* a, const float* b, float* y, std::size_t n, F f) {
 }
 
 // ---- arrays: f32 through the packs, f64 through std:: ----------------------
+
+/// The largest of x[i] for i < n, as the running `m = std::max(m, x[i])`
+/// from m = −∞ finds it (a NaN passed over), a pack at a time: a maximum
+/// is exact, so the packs change no value (of ±0, either may be returned).
+template <class P = native_pack>
+float max_of(const float* x, std::size_t n) {
+  constexpr float lowest = -std::numeric_limits<float>::infinity();
+  typename P::v acc = P::set(lowest);
+  std::size_t i = 0;
+  for (; i + P::width <= n; i += P::width) acc = P::max(P::load(x + i, P::width), acc);  // (a NaN x keeps acc)
+  alignas(64) float lanes[P::width];
+  P::store(lanes, acc, P::width);
+  float m = lowest;
+  for (float v : lanes) m = m < v ? v : m;
+  for (; i < n; ++i) m = m < x[i] ? x[i] : m;
+  return m;
+}
 
 /// y = e^(a·x + b) (a·x + b fused); returns Σ y in index order (the same
 /// order on every CPU). y may be null: the values are then only summed.
@@ -348,6 +389,16 @@ inline void gelu(const double* x, double* y, std::size_t n) {
 template <class P = native_pack>
 void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) {
   map<P>(x, dy, dx, n, [](typename P::v v, typename P::v d) { return P::mul(d, kernel::gelu_derivative<P>(v)); });
+}
+/// dx = dy · gelu′(x), given y = gelu(x) as vmath::gelu computed it (the
+/// layer's stored output): Φ(x) = y / x (kernel::gelu_derivative_given_output).
+template <class P = native_pack>
+void gelu_backward(const float* x, const float* y, const float* dy, float* dx, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += P::width) {
+    const auto v = P::load(x + i, n - i);
+    P::store(dx + i, P::mul(P::load(dy + i, n - i), kernel::gelu_derivative_given_output<P>(v, P::load(y + i, n - i))),
+             n - i);
+  }
 }
 inline void gelu_backward(const double* x, const double* dy, double* dx, std::size_t n) {
   constexpr double inv_sqrt_2pi = 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;

@@ -18,6 +18,11 @@
 //                    sample) and the heads' outputs for backward: the cost of
 //                    a static sequence length is known at compile time
 //                    (Model::memory_plan<B>::saved_bytes).
+// COST               per sample and head, six products of L × L × d (scores,
+//                    weights·v, and four in backward); the mask's upper
+//                    triangle is skipped a quarter at a time (queries before
+//                    L/2 against keys before L/2 only), so they do ¾ of the
+//                    multiply-adds of full L × L products.
 // THREAD SAFETY      stateless.
 #pragma once
 
@@ -28,6 +33,7 @@
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include <kiln/detail/lane_sum.hpp>
 #include <kiln/detail/layer_context.hpp>
@@ -90,12 +96,26 @@ struct causal_self_attention {
     template <std::size_t B>
     static constexpr std::size_t workspace = align(D* L* B) + align(3 * D * L * B) + align(L* L);
 
+    // The causal products skip what the mask makes zero: queries before s
+    // (the first half) look at keys before s only, so each product over
+    // keys × queries is two: the s × s corner, and all keys × the queries
+    // from s. The skipped quarter is masked anyway (scores, dP) or adds
+    // exact zeros (P·v, dS·k, and in Pᵀ and dSᵀ the keys from s, which the
+    // queries before s do not see).
+    static constexpr std::size_t s = L / 2;
+    static constexpr auto si = static_cast<detail::index>(s), Li = static_cast<detail::index>(L),
+                          di = static_cast<detail::index>(dh);
+
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {
       constexpr auto n = static_cast<detail::index>(L * B);
       g.reserve(3 * D, n, D);
-      g.reserve(L, L, dh);
-      g.reserve(dh, L, L);
+      g.reserve(si, si, di);            // scores, dP: the corner
+      g.reserve(Li, Li - si, di);       // scores, dP: the queries from s
+      g.reserve(di, si, si);            // P·v, dS·k: the corner
+      g.reserve(di, Li - si, Li);       // P·v, dS·k: the queries from s
+      g.reserve(di, si, Li);            // dO·Pᵀ, q·dSᵀ: keys before s
+      g.reserve(di, Li - si, Li - si);  // dO·Pᵀ, q·dSᵀ: keys from s
       g.reserve(D, n, D);
       g.reserve(D, D, n);
       g.reserve(D, 3 * D, n);
@@ -105,6 +125,27 @@ struct causal_self_attention {
     template <class T>
     static void add_bias(T* out, const T* bias, std::size_t rows, std::size_t cols) {
       for (std::size_t j = 0; j < cols; ++j) std::copy_n(bias, rows, out + j * rows);
+    }
+
+    /// C(keys × queries, ld L) = op(X)ᵀ·Y for X, Y dh × L (ld lx, ly): the
+    /// scores k·qᵀ, and dP = v·dOᵀ, where key j > query i is masked.
+    template <class G, class T>
+    static void keys_by_queries(G& g, const T* x, detail::index lx, const T* y, detail::index ly, T* c) {
+      g.template run<true, false>(si, si, di, x, lx, y, ly, c, Li, false);
+      g.template run<true, false>(Li, Li - si, di, x, lx, y + si * ly, ly, c + si * Li, Li, false);
+    }
+    /// C(dh × queries, ld lc) = X·M for X dh × keys (ld lx) and M keys ×
+    /// queries (ld L) with M[j, i] = 0 for key j > query i (P, dS): o, dq.
+    template <class G, class T>
+    static void weighted_by_queries(G& g, const T* x, detail::index lx, const T* m, T* c, detail::index lc) {
+      g.template run<false, false>(di, si, si, x, lx, m, Li, c, lc, false);
+      g.template run<false, false>(di, Li - si, Li, x, lx, m + si * Li, Li, c + si * lc, lc, false);
+    }
+    /// C(dh × keys, ld lc) = X·Mᵀ for X dh × queries (ld lx), M as above: dv, dk.
+    template <class G, class T>
+    static void weighted_by_keys(G& g, const T* x, detail::index lx, const T* m, T* c, detail::index lc) {
+      g.template run<false, true>(di, si, Li, x, lx, m, Li, c, lc, false);
+      g.template run<false, true>(di, Li - si, Li - si, x + si * lx, lx, m + si + si * Li, Li, c + si * lc, lc, false);
     }
 
     template <class Ctx>
@@ -123,17 +164,22 @@ struct causal_self_attention {
           const T* k = q + D;
           const T* v = q + 2 * D;
           T* p = probs + (b * H + h) * L * L;  // column i: query i's weights over keys j
-          c.gemm->template run<true, false>(L, L, dh, k, 3 * D, q, 3 * D, p, L, false);
+          keys_by_queries(*c.gemm, k, 3 * D, q, 3 * D, p);  // (key j > query i: not computed, zeroed below)
           for (std::size_t i = 0; i < L; ++i) {
             T* col = p + i * L;
+            // max_j (col[j]·scale) = (max_j col[j])·scale: rounding is monotonic and scale > 0
             T top = -std::numeric_limits<T>::infinity();
-            for (std::size_t j = 0; j <= i; ++j) top = std::max(top, col[j] * scale);
+            if constexpr (std::is_same_v<T, float>) {
+              top = detail::vmath::max_of(col, i + 1) * scale;
+            } else {
+              for (std::size_t j = 0; j <= i; ++j) top = std::max(top, col[j] * scale);
+            }
             const T sum = detail::vmath::exp_affine_sum(col, scale, -top, i + 1, col);  // vectorised exp, summed in order
             const T inv = T(1) / sum;
             for (std::size_t j = 0; j <= i; ++j) col[j] *= inv;
             for (std::size_t j = i + 1; j < L; ++j) col[j] = T(0);
           }
-          c.gemm->template run<false, false>(dh, L, L, v, 3 * D, p, L, heads + b * L * D + h * dh, D, false);
+          weighted_by_queries(*c.gemm, v, 3 * D, p, heads + b * L * D + h * dh, D);
         }
       }
       add_bias(c.y, c.template param<out_bias>(), D, n);
@@ -163,8 +209,8 @@ struct causal_self_attention {
           const T* v = q + 2 * D;
           const T* p = probs + (b * H + h) * L * L;
           const T* dout = d_heads + b * L * D + h * dh;
-          c.gemm->template run<false, true>(dh, L, L, dout, D, p, L, d_qkv + at + 2 * D, 3 * D, false);  // dv
-          c.gemm->template run<true, false>(L, L, dh, v, 3 * D, dout, D, d_p, L, false);                 // dP
+          weighted_by_keys(*c.gemm, dout, D, p, d_qkv + at + 2 * D, 3 * D);  // dv = dO·Pᵀ
+          keys_by_queries(*c.gemm, v, 3 * D, dout, D, d_p);                   // dP = v·dOᵀ (where not masked)
           for (std::size_t i = 0; i < L; ++i) {  // through the softmax and the scale: dS
             const T* pc = p + i * L;
             T* dc = d_p + i * L;
@@ -172,8 +218,8 @@ struct causal_self_attention {
             for (std::size_t j = 0; j <= i; ++j) dc[j] = pc[j] * (dc[j] - dot) * scale;
             for (std::size_t j = i + 1; j < L; ++j) dc[j] = T(0);
           }
-          c.gemm->template run<false, true>(dh, L, L, q, 3 * D, d_p, L, d_qkv + at + D, 3 * D, false);  // dk
-          c.gemm->template run<false, false>(dh, L, L, k, 3 * D, d_p, L, d_qkv + at, 3 * D, false);     // dq
+          weighted_by_keys(*c.gemm, q, 3 * D, d_p, d_qkv + at + D, 3 * D);  // dk = q·dSᵀ
+          weighted_by_queries(*c.gemm, k, 3 * D, d_p, d_qkv + at, 3 * D);  // dq = k·dS
         }
       }
       c.gemm->template run<false, true>(D, 3 * D, n, c.x, D, d_qkv, 3 * D, c.template grad<in_weight>(), D, true);

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include <kiln/detail/elementwise.hpp>
 #include <kiln/detail/vector_math.hpp>
@@ -29,6 +30,19 @@ struct gelu_fn {
   template <class X, class DY, class DX>
   static void backward_from_input(const X& x, const DY& dy, DX& dx) {
     vmath::gelu_backward(x.data(), dy.data(), dx.data(), static_cast<std::size_t>(x.size()));
+  }
+  // With the output stored in f32, Φ(x) = y / x: one division in place of
+  // Φ's polynomials (vmath::gelu_backward's four-array form). In double,
+  // and with bf16 activations (y rounded to 8 bits), Φ is computed from x.
+  static constexpr bool needs_input_and_output = true;
+  template <class X, class Y, class DY, class DX>
+  static void backward_from_input_and_output(const X& x, const Y& y, const DY& dy, DX& dx) {
+    const auto n = static_cast<std::size_t>(x.size());
+    if constexpr (std::is_same_v<typename X::Scalar, float>) {
+      vmath::gelu_backward(x.data(), y.data(), dy.data(), dx.data(), n);
+    } else {
+      vmath::gelu_backward(x.data(), dy.data(), dx.data(), n);
+    }
   }
 };
 }  // namespace detail
