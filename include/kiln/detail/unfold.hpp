@@ -110,34 +110,59 @@ struct tap_run {
   std::ptrdiff_t shift, first, last;
 };
 /// Each lane's terms are added in tap order, starting from zero (the order
-/// of the scalar fold-back, so the bits are the same on every CPU).
-inline void gather_taps(const tap_run* taps, std::ptrdiff_t count, std::ptrdiff_t n, float* out) {
+/// of the scalar fold-back, so the bits are the same on every CPU). R rows
+/// at a time: row ρ reads each tap's run `in_step` floats after row 0's and
+/// writes `out_step` after it; each row keeps its own chain of additions,
+/// so R independent chains overlap (one chain of dependent additions per
+/// row was the fold-back's limit).
+template <int R>
+inline void gather_tap_rows(const tap_run* taps, std::ptrdiff_t count, std::ptrdiff_t n, float* out,
+                            std::ptrdiff_t in_step, std::ptrdiff_t out_step) {
 #if defined(KILN_UNFOLD_AVX2)
   for (std::ptrdiff_t q = 0; q < n; q += 8) {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[R];
+    for (int row = 0; row < R; ++row) acc[row] = _mm256_setzero_ps();
     for (std::ptrdiff_t t = 0; t < count; ++t) {
       const tap_run& r = taps[t];
       if (r.first + r.shift - q >= 8 || r.last + r.shift - q <= 0 || r.first >= r.last) continue;
+      const __m256i m = lanes8(r.first + r.shift - q, r.last + r.shift - q);
       const auto at = reinterpret_cast<std::uintptr_t>(r.in) + static_cast<std::uintptr_t>(q - r.shift) * sizeof(float);
-      acc = _mm256_add_ps(acc, _mm256_maskload_ps(reinterpret_cast<const float*>(at),
-                                                  lanes8(r.first + r.shift - q, r.last + r.shift - q)));
+      for (int row = 0; row < R; ++row)
+        acc[row] = _mm256_add_ps(
+            acc[row], _mm256_maskload_ps(reinterpret_cast<const float*>(
+                                             at + static_cast<std::uintptr_t>(row * in_step) * sizeof(float)),
+                                         m));
     }
-    store_first(out + q, acc, n - q);
+    for (int row = 0; row < R; ++row) store_first(out + row * out_step + q, acc[row], n - q);
   }
 #else
   for (std::ptrdiff_t q = 0; q < n; q += 16) {
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[R];
+    for (int row = 0; row < R; ++row) acc[row] = _mm512_setzero_ps();
     for (std::ptrdiff_t t = 0; t < count; ++t) {
       const tap_run& r = taps[t];
       // lanes q + l with q + l − shift in [first, last)
       const __mmask16 m = avx512::lanes(r.first + r.shift - q, r.last + r.shift - q);
       if (m == 0) continue;
       const auto at = reinterpret_cast<std::uintptr_t>(r.in) + static_cast<std::uintptr_t>(q - r.shift) * sizeof(float);
-      acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, reinterpret_cast<const void*>(at)));
+      for (int row = 0; row < R; ++row)
+        acc[row] = _mm512_add_ps(
+            acc[row], _mm512_maskz_loadu_ps(m, reinterpret_cast<const void*>(
+                                                   at + static_cast<std::uintptr_t>(row * in_step) * sizeof(float))));
     }
-    _mm512_mask_storeu_ps(out + q, avx512::lanes(n - q), acc);
+    for (int row = 0; row < R; ++row) _mm512_mask_storeu_ps(out + row * out_step + q, avx512::lanes(n - q), acc[row]);
   }
 #endif
+}
+/// gather_tap_rows for 1 to 4 rows (`rows` at run time).
+inline void gather_taps(const tap_run* taps, std::ptrdiff_t count, std::ptrdiff_t n, float* out, std::ptrdiff_t rows = 1,
+                        std::ptrdiff_t in_step = 0, std::ptrdiff_t out_step = 0) {
+  switch (rows) {
+    case 4: gather_tap_rows<4>(taps, count, n, out, in_step, out_step); break;
+    case 3: gather_tap_rows<3>(taps, count, n, out, in_step, out_step); break;
+    case 2: gather_tap_rows<2>(taps, count, n, out, in_step, out_step); break;
+    default: gather_tap_rows<1>(taps, count, n, out, in_step, out_step); break;
+  }
 }
 #endif
 

@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <Eigen/Core>
@@ -267,18 +268,32 @@ struct conv2d {
       if constexpr (stride == 1 && std::is_same_v<T, float>) {
         // Row r of channel ch gathers, from every tap (u, v) whose output
         // row i = r + pad − u exists, that row's run shifted by v − pad.
+        // Consecutive rows with the same taps (the same u exist: all but
+        // the edge rows) are gathered up to 4 at a time, each reading one
+        // output row further.
         detail::tap_run taps[kernel * kernel];
+        const auto taps_of = [](std::size_t r) {  // the u whose output row exists, [lo, hi)
+          const auto top = static_cast<std::ptrdiff_t>(r + pad), rows = static_cast<std::ptrdiff_t>(Ho);
+          return std::pair{std::max<std::ptrdiff_t>(0, top - rows + 1),
+                           std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(kernel), top + 1)};
+        };
         for (std::size_t ch = 0; ch < C; ++ch)
-          for (std::size_t r = 0; r < H; ++r) {
+          for (std::size_t r = 0; r < H;) {
             std::ptrdiff_t count = 0;
-            for (std::size_t u = 0; u < kernel; ++u) {
-              const std::ptrdiff_t i = static_cast<std::ptrdiff_t>(r + pad) - static_cast<std::ptrdiff_t>(u);
-              if (i < 0 || i >= static_cast<std::ptrdiff_t>(Ho)) continue;
+            const auto [lo, hi] = taps_of(r);
+            for (std::ptrdiff_t u = lo; u < hi; ++u) {
+              const std::ptrdiff_t i = static_cast<std::ptrdiff_t>(r + pad) - u;
               for (std::size_t v = 0; v < kernel; ++v)
-                taps[count++] = {dcols + ((ch * kernel + u) * kernel + v) * P + static_cast<std::size_t>(i) * Wo,
+                taps[count++] = {dcols + ((ch * kernel + static_cast<std::size_t>(u)) * kernel + v) * P +
+                                     static_cast<std::size_t>(i) * Wo,
                                  tap_shift(v), first_inside(v), std::max(first_inside(v), last_inside(v))};
             }
-            detail::gather_taps(taps, count, static_cast<std::ptrdiff_t>(W), dx + (ch * H + r) * W);
+            std::size_t rows = 1;
+            while (rows < 4 && r + rows < H && taps_of(r + rows) == std::pair{lo, hi}) ++rows;
+            detail::gather_taps(taps, count, static_cast<std::ptrdiff_t>(W), dx + (ch * H + r) * W,
+                                static_cast<std::ptrdiff_t>(rows), static_cast<std::ptrdiff_t>(Wo),
+                                static_cast<std::ptrdiff_t>(W));
+            r += rows;
           }
         return;
       }
