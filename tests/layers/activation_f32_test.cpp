@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -82,6 +83,49 @@ void expect_backward_matches_f64(double span, double tol) {
 TEST(activations_f32, gelu_matches_f64) {
   expect_forward_matches_f64<gelu>(5, 4e-6);
   expect_backward_matches_f64<detail::gelu_fn, true>(5, 4e-6);
+}
+/// The element-wise binding as a program's engine calls it (a context with
+/// the layer's stored input and output and the incoming gradient).
+template <bool Bf16, class A>
+struct elementwise_context {
+  using scalar = float;
+  using activation = A;
+  static constexpr std::size_t batch = 2;
+  static constexpr bool bf16_activations = Bf16;
+  const A* x;
+  const A* y;
+  const float* dy;
+  float* dx;
+};
+
+TEST(activations_f32, an_f32_gelu_layer_takes_phi_from_its_stored_output_a_bf16_one_from_its_input) {
+  using layer = gelu::bind<shape<67>, 0>;
+  const std::vector<float> x = inputs(134, 5);
+  std::vector<float> y(x.size()), dy(x.size()), dx(x.size()), from_y(x.size()), from_x(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) dy[i] = 1.0f - x[i] / 10;
+  detail::vmath::gelu(x.data(), y.data(), x.size());
+  layer::backward(elementwise_context<false, float>{x.data(), y.data(), dy.data(), dx.data()});
+  detail::vmath::gelu_backward(x.data(), y.data(), dy.data(), from_y.data(), x.size());
+  detail::vmath::gelu_backward(x.data(), dy.data(), from_x.data(), x.size());
+  std::size_t apart = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(dx[i]), std::bit_cast<std::uint32_t>(from_y[i])) << "x = " << x[i];
+    apart += from_y[i] != from_x[i];
+  }
+  EXPECT_GT(apart, 0u) << "these inputs do not tell the two forms apart";
+
+  // bf16 activations: y has 8 bits, so Φ comes from the (widened) input
+  std::vector<bf16> xb(x.size()), yb(x.size());
+  std::vector<float> xw(x.size()), want(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    xb[i] = bf16::from(x[i]);
+    xw[i] = static_cast<float>(xb[i]);
+    yb[i] = bf16::from(y[i]);
+  }
+  layer::backward(elementwise_context<true, bf16>{xb.data(), yb.data(), dy.data(), dx.data()});
+  detail::vmath::gelu_backward(xw.data(), dy.data(), want.data(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(dx[i]), std::bit_cast<std::uint32_t>(want[i])) << "x = " << x[i];
 }
 TEST(activations_f32, tanh_matches_f64) {
   expect_forward_matches_f64<kiln::tanh>(5, 2e-6);

@@ -280,8 +280,9 @@ typename P::v gelu_derivative(typename P::v x) {
 }
 /// The same, given y = gelu(x) as the forward pass computed it: Φ(x) is
 /// y / x (one division instead of Φ's two polynomials and exponential),
-/// except where |x| is outside [2⁻¹⁰⁰, 2¹⁰⁰] (0, ±∞, NaN), which take
-/// Φ(x) itself. Lane by lane, so a value does not depend on its neighbours.
+/// except where |x| is not strictly between 2⁻¹⁰⁰ and 2¹⁰⁰ (0, ±∞, NaN),
+/// which take Φ(x) itself. Lane by lane, so a value does not depend on its
+/// neighbours.
 template <class P>
 typename P::v gelu_derivative_given_output(typename P::v x, typename P::v y) {
   using V = typename P::v;

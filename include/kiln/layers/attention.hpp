@@ -22,7 +22,9 @@
 //                    weights·v, and four in backward); the mask's upper
 //                    triangle is skipped a quarter at a time (queries before
 //                    L/2 against keys before L/2 only), so they do ¾ of the
-//                    multiply-adds of full L × L products.
+//                    multiply-adds of full L × L products. (So an ∞ or
+//                    NaN in a later key or value no longer reaches an
+//                    earlier query as 0·∞; it reaches its own position.)
 // THREAD SAFETY      stateless.
 #pragma once
 
