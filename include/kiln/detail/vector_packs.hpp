@@ -1,0 +1,157 @@
+// kiln/detail/vector_packs.hpp — the "packs" kiln's vectorised f32 functions
+// (detail/vector_math.hpp) are written on: one float (scalar_pack), 16
+// (avx512_pack) or 8 (avx2_pack, AVX2 + FMA), each with the same operations
+// (set, masked load and store of a tail, fma, add, sub, mul, div, max, min,
+// comparisons into a mask, both, all, select, abs, xor_sign, exp2_pair), so
+// that one sequence of them gives an element the same bits in every pack.
+// `native_pack` is the widest the target has.
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include <kiln/detail/avx512.hpp>
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+KILN_AVX512_BEGIN
+
+namespace kiln::detail::vmath {
+
+/// One float at a time; `max(a, b)` is `a > b ? a : b` like MAXPS (b when
+/// either is NaN), so the packs clamp NaN the same way (they keep it).
+struct scalar_pack {
+  using v = float;
+  using mask = bool;
+  static constexpr std::size_t width = 1;
+  static v set(float a) { return a; }
+  static v load(const float* p, std::size_t) { return *p; }
+  static void store(float* p, v x, std::size_t) { *p = x; }
+  static v fma(v a, v b, v c) { return std::fma(a, b, c); }
+  static v add(v a, v b) { return a + b; }
+  static v sub(v a, v b) { return a - b; }
+  static v mul(v a, v b) { return a * b; }
+  static v div(v a, v b) { return a / b; }
+  static v max(v a, v b) { return a > b ? a : b; }
+  static v min(v a, v b) { return a < b ? a : b; }
+  static mask less(v a, v b) { return a < b; }
+  static mask both(mask a, mask b) { return a && b; }
+  static bool all(mask k) { return k; }
+  static v select(mask k, v a, v b) { return k ? a : b; }
+  static v abs(v a) { return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) & 0x7FFFFFFFu); }
+  /// `a` with the sign of `a` flipped where `s` is negative.
+  static v xor_sign(v a, v s) {
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) ^ (std::bit_cast<std::uint32_t>(s) & 0x80000000u));
+  }
+  /// 2^(n/2 rounded down) and 2^(n − that), n = bits(t) − bits(base).
+  static void exp2_pair(v t, v base, v& s1, v& s2) {
+    const auto n = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(base));
+    const std::int32_t n1 = n >> 1, n2 = n - n1;
+    s1 = std::bit_cast<float>(static_cast<std::uint32_t>(n1 + 127) << 23);
+    s2 = std::bit_cast<float>(static_cast<std::uint32_t>(n2 + 127) << 23);
+  }
+};
+
+#if defined(__AVX512F__)
+struct avx512_pack {
+  using v = __m512;
+  using mask = __mmask16;
+  static constexpr std::size_t width = 16;
+  static v set(float a) { return _mm512_set1_ps(a); }
+  static v load(const float* p, std::size_t n) {
+    return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(avx512::lanes(static_cast<std::ptrdiff_t>(n)), p);
+  }
+  static void store(float* p, v x, std::size_t n) {
+    if (n >= 16) {
+      _mm512_storeu_ps(p, x);
+    } else {
+      _mm512_mask_storeu_ps(p, avx512::lanes(static_cast<std::ptrdiff_t>(n)), x);
+    }
+  }
+  static v fma(v a, v b, v c) { return _mm512_fmadd_ps(a, b, c); }
+  static v add(v a, v b) { return _mm512_add_ps(a, b); }
+  static v sub(v a, v b) { return _mm512_sub_ps(a, b); }
+  static v mul(v a, v b) { return _mm512_mul_ps(a, b); }
+  static v div(v a, v b) { return _mm512_div_ps(a, b); }
+  static v max(v a, v b) { return _mm512_max_ps(a, b); }
+  static v min(v a, v b) { return _mm512_min_ps(a, b); }
+  static mask less(v a, v b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static mask both(mask a, mask b) { return static_cast<mask>(a & b); }
+  static bool all(mask k) { return k == 0xFFFF; }
+  static v select(mask k, v a, v b) { return _mm512_mask_blend_ps(k, b, a); }
+  static v abs(v a) { return bits_and(a, 0x7FFFFFFF); }
+  static v xor_sign(v a, v s) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(bits_and(s, INT32_MIN))));
+  }
+  static void exp2_pair(v t, v base, v& s1, v& s2) {
+    const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(base));
+    const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1), bias = _mm512_set1_epi32(127);
+    s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  }
+
+ private:
+  static v bits_and(v a, std::int32_t m) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(m)));
+  }
+};
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+struct avx2_pack {
+  using v = __m256;
+  using mask = __m256;
+  static constexpr std::size_t width = 8;
+  static v set(float a) { return _mm256_set1_ps(a); }
+  static v load(const float* p, std::size_t n) { return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes(n)); }
+  static void store(float* p, v x, std::size_t n) {
+    if (n >= 8) {
+      _mm256_storeu_ps(p, x);
+    } else {
+      _mm256_maskstore_ps(p, lanes(n), x);
+    }
+  }
+  static v fma(v a, v b, v c) { return _mm256_fmadd_ps(a, b, c); }
+  static v add(v a, v b) { return _mm256_add_ps(a, b); }
+  static v sub(v a, v b) { return _mm256_sub_ps(a, b); }
+  static v mul(v a, v b) { return _mm256_mul_ps(a, b); }
+  static v div(v a, v b) { return _mm256_div_ps(a, b); }
+  static v max(v a, v b) { return _mm256_max_ps(a, b); }
+  static v min(v a, v b) { return _mm256_min_ps(a, b); }
+  static mask less(v a, v b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static mask both(mask a, mask b) { return _mm256_and_ps(a, b); }
+  static bool all(mask k) { return _mm256_movemask_ps(k) == 0xFF; }
+  static v select(mask k, v a, v b) { return _mm256_blendv_ps(b, a, k); }
+  static v abs(v a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }
+  static v xor_sign(v a, v s) {
+    return _mm256_xor_ps(a, _mm256_and_ps(s, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN))));
+  }
+  static void exp2_pair(v t, v base, v& s1, v& s2) {
+    const __m256i n = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(base));
+    const __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1), bias = _mm256_set1_epi32(127);
+    s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  }
+
+ private:
+  static __m256i lanes(std::size_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+#endif
+
+#if defined(__AVX512F__)
+using native_pack = avx512_pack;
+#elif defined(__AVX2__) && defined(__FMA__)
+using native_pack = avx2_pack;
+#else
+using native_pack = scalar_pack;
+#endif
+
+}  // namespace kiln::detail::vmath
+
+KILN_AVX512_END
