@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/blobs.hpp"
@@ -224,6 +226,60 @@ TEST(bf16, without_avx512_bf16_a_product_is_that_of_rounded_copies_bit_for_bit) 
         expect_the_product_of_rounded_copies<false, true, float, bf16>(m, n, k, ++seed);
         expect_the_product_of_rounded_copies<true, true, float, float>(m, n, k, ++seed);
       }
+}
+
+// An f32 operand already rounded to bf16 values may be handed to a bf16
+// product as such (detail::f32_of_bf16_values: attention rounds q, k, v,
+// dO and dS once where it makes them). The product must be the one it
+// makes of the same floats given plainly, bit for bit: on targets that
+// round a small product's operands into copies it multiplies the operand
+// where it is instead, everywhere else it reads it as the f32 it is.
+template <bool TransA, bool TransB, bool RoundedA, bool RoundedB>
+void expect_rounded_operands_multiplied_as_given(detail::index m, detail::index n, detail::index k,
+                                                 std::uint64_t seed) {
+  using detail::index;
+  rng g(seed);
+  const index lda = (TransA ? k : m) + 3, ldb = (TransB ? n : k) + 2;  // (padded: leading dimensions kept)
+  std::vector<float> a(static_cast<std::size_t>(lda * (TransA ? m : k))), b(static_cast<std::size_t>(ldb * (TransB ? k : n)));
+  for (auto& v : a) v = static_cast<float>(g.uniform(-3, 3));
+  for (auto& v : b) v = static_cast<float>(g.uniform(-3, 3));
+  if (RoundedA) detail::round_values(a.data(), a.size(), a.data());
+  if (RoundedB) detail::round_values(b.data(), b.size(), b.data());
+  detail::gemm_scratch<float> s;
+  s.use_bf16_operands(true);
+  s.reserve(m, n, k);
+  std::vector<float> got(static_cast<std::size_t>(m * n), 0.5f), want = got;
+  s.run<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, want.data(), m, true);
+  const auto operand = [](const std::vector<float>& x, auto rounded) {
+    if constexpr (decltype(rounded)::value) {
+      return detail::as_rounded_operand(x.data());
+    } else {
+      return x.data();
+    }
+  };
+  s.run<TransA, TransB>(m, n, k, operand(a, std::bool_constant<RoundedA>{}), lda, operand(b, std::bool_constant<RoundedB>{}),
+                        ldb, got.data(), m, true);
+  ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+      << m << "×" << n << "×" << k << (TransA ? " Aᵀ" : " A") << (TransB ? " Bᵀ" : " B");
+  std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());  // overwritten, never read
+  std::fill(want.begin(), want.end(), 0.25f);
+  s.run<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, want.data(), m, false);
+  s.run<TransA, TransB>(m, n, k, operand(a, std::bool_constant<RoundedA>{}), lda, operand(b, std::bool_constant<RoundedB>{}),
+                        ldb, got.data(), m, false);
+  ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "overwriting";
+}
+
+TEST(bf16, an_operand_rounded_by_its_caller_is_multiplied_as_the_same_floats) {
+  std::uint64_t seed = 7000;
+  // (attention's per-head shapes, small routes, and blocked ones)
+  for (auto [m, n, k] : {std::array<detail::index, 3>{32, 32, 16}, {64, 32, 16}, {16, 32, 32}, {16, 32, 64},
+                         {1, 9, 17}, {17, 1, 33}, {33, 64, 385}, {256, 64, 784}}) {
+    expect_rounded_operands_multiplied_as_given<true, false, true, true>(m, n, k, ++seed);
+    expect_rounded_operands_multiplied_as_given<false, false, true, false>(m, n, k, ++seed);
+    expect_rounded_operands_multiplied_as_given<false, true, true, false>(m, n, k, ++seed);
+    expect_rounded_operands_multiplied_as_given<false, true, false, true>(m, n, k, ++seed);
+    expect_rounded_operands_multiplied_as_given<true, true, false, true>(m, n, k, ++seed);
+  }
 }
 
 using mlp = model<input<2, 2>, flatten, dense<32>, relu, dense<16>, relu, dense<3>>;

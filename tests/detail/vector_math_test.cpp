@@ -197,6 +197,55 @@ TEST(vector_math, gelu_derivative_from_the_stored_output_within_3e_7) {
   }
 }
 
+/// Bits of a float (a NaN as a canonical pattern, so NaN payloads compare equal).
+std::uint32_t bits_of(float v) { return std::isnan(v) ? 0x7FC00000u : std::bit_cast<std::uint32_t>(v); }
+
+TEST(vector_math, gelu_of_bf16_values_looks_up_the_kernels_own_bits) {
+  // A bf16 program's gelu reads gelu and gelu′ of its (widened) bf16
+  // activations from tables (detail/bf16_value_table.hpp): every one of the
+  // 2¹⁶ bf16 values, and f32 values that are not bf16 values, must get the
+  // bits vmath::gelu and gelu_backward compute, in every pack, whether the
+  // pack was found in the table, partly found or not at all.
+  std::vector<float> x;
+  for (std::uint32_t b = 0; b < 0x10000u; ++b) x.push_back(std::bit_cast<float>(b << 16));
+  std::vector<float> in_table;  // those the table holds, shuffled among the others below
+  for (std::uint32_t i = 0; i < 2 * vm::bf16_value_table::count; ++i) in_table.push_back(vm::bf16_value_table::value(i));
+  EXPECT_EQ(vm::bf16_value_table::value(0), 0x1p-16f);
+  EXPECT_EQ(vm::bf16_value_table::value(vm::bf16_value_table::count - 1), 0x1.fep3f);
+  EXPECT_EQ(vm::bf16_value_table::value(vm::bf16_value_table::count), -0x1p-16f);
+  for (std::size_t i = 0; i < in_table.size(); i += 37) x.push_back(std::nextafter(in_table[i], 100.0f));  // not bf16
+  x.insert(x.end(), in_table.begin(), in_table.end());
+  for (std::size_t i = 0; i < 3000; ++i) x.push_back(in_table[(i * 7919) % in_table.size()]);
+  std::vector<float> dy(x.size());
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = 0.75f + 0.001f * static_cast<float>(i % 97);
+  const auto expect_same = [&](const char* what, const std::vector<float>& want, const std::vector<float>& got) {
+    std::size_t wrong = 0, first = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (bits_of(want[i]) != bits_of(got[i]) && wrong++ == 0) first = i;
+    EXPECT_EQ(wrong, 0u) << what << ": first at x = " << x[first] << " (" << want[first] << " vs " << got[first] << ")";
+  };
+  std::vector<float> want(x.size()), got(x.size());
+  vm::gelu(x.data(), want.data(), x.size());
+  vm::gelu_of_bf16_values(x.data(), got.data(), x.size());
+  expect_same("gelu, native pack", want, got);
+  vm::gelu_of_bf16_values<vm::scalar_pack>(x.data(), got.data(), x.size());
+  expect_same("gelu, scalar pack", want, got);
+  vm::gelu_backward(x.data(), dy.data(), want.data(), x.size());
+  vm::gelu_backward_of_bf16_values(x.data(), dy.data(), got.data(), x.size());
+  expect_same("gelu', native pack", want, got);
+  vm::gelu_backward_of_bf16_values<vm::scalar_pack>(x.data(), dy.data(), got.data(), x.size());
+  expect_same("gelu', scalar pack", want, got);
+  // every length and offset: tails are looked up (or computed) like whole packs
+  const float* mixed = x.data() + x.size() - 3000;
+  for (std::size_t n = 1; n <= 40; ++n) {
+    std::vector<float> y(n + 1, 42.0f);
+    vm::gelu_of_bf16_values(mixed, y.data(), n);
+    vm::gelu(mixed, want.data(), n);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits_of(y[i]), bits_of(want[i])) << n << " " << i;
+    EXPECT_EQ(y[n], 42.0f) << "wrote past the end, n = " << n;
+  }
+}
+
 TEST(vector_math, max_of_finds_what_the_running_max_finds_nan_passed_over) {
   // (the attention's softmax: its largest score, before the exponentials)
   constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();

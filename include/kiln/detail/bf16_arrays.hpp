@@ -49,6 +49,24 @@ inline const bf16_rounded_f32* as_bf16_values(const float* p) noexcept {
   return reinterpret_cast<const bf16_rounded_f32*>(p);
 }
 
+/// An f32 operand of a bf16 product whose values are bf16 values already
+/// (the caller rounded them, kiln::round_to_bf16), seen as a type of its
+/// own so that gemm_scratch::run does not round it again into a copy; to
+/// every other reader it is the f32 it holds (rounding it would change
+/// nothing). Its pointers address floats; it is never itself read.
+struct f32_of_bf16_values {
+  float storage;
+};
+inline const f32_of_bf16_values* as_rounded_operand(const float* p) noexcept {
+  return reinterpret_cast<const f32_of_bf16_values*>(p);
+}
+/// The floats such an operand holds (any other operand as it is).
+inline const float* plain_operand(const f32_of_bf16_values* p) noexcept { return reinterpret_cast<const float*>(p); }
+template <class S>
+const S* plain_operand(const S* p) noexcept {
+  return p;
+}
+
 /// A result stored as an activation of type A (rounded to nearest even into bf16).
 template <class A, class T>
 constexpr A stored_as(T v) noexcept {

@@ -29,6 +29,9 @@ namespace kiln::detail {
 /// declaring `needs_input_and_output` as well has its
 /// `backward_from_input_and_output(x, y, dy, dx)` called where the output
 /// is stored at full precision (not bf16): gelu takes Φ(x) = y / x there.
+/// One declaring `tabulates_bf16_values` has, with bf16 activations,
+/// `forward_of_bf16_values(x, y)` and `backward_from_bf16_input(x, dy, dx)`
+/// called instead (the same results, looked up: detail/bf16_value_table.hpp).
 template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;
@@ -50,7 +53,11 @@ struct elementwise_layer {
           const Eigen::Index m = std::min<Eigen::Index>(block, n - i);
           widen(c.x + i, static_cast<std::size_t>(m), xs);
           Eigen::Map<A> y(ys, m);
-          Fn::forward(Eigen::Map<const A>(xs, m), y);
+          if constexpr (tabulated) {
+            Fn::forward_of_bf16_values(Eigen::Map<const A>(xs, m), y);
+          } else {
+            Fn::forward(Eigen::Map<const A>(xs, m), y);
+          }
           narrow(ys, static_cast<std::size_t>(m), c.y + i);
         }
       } else {
@@ -74,7 +81,12 @@ struct elementwise_layer {
         for (Eigen::Index i = 0; i < n; i += block) {
           const Eigen::Index m = std::min<Eigen::Index>(block, n - i);
           widen(v + i, static_cast<std::size_t>(m), vs);
-          backward_block<from_input>(Eigen::Map<const A>(vs, m), Eigen::Map<const A>(c.dy + i, m), c.dx + i, m);
+          if constexpr (tabulated && from_input) {
+            Eigen::Map<A> out(c.dx + i, m);
+            Fn::backward_from_bf16_input(Eigen::Map<const A>(vs, m), Eigen::Map<const A>(c.dy + i, m), out);
+          } else {
+            backward_block<from_input>(Eigen::Map<const A>(vs, m), Eigen::Map<const A>(c.dy + i, m), c.dx + i, m);
+          }
         }
       } else {
         backward_block<from_input>(Eigen::Map<const A>(v, n), Eigen::Map<const A>(c.dy, n), c.dx, n);
@@ -83,6 +95,7 @@ struct elementwise_layer {
 
    private:
     static constexpr Eigen::Index block = 256;  ///< bf16: values widened at a time
+    static constexpr bool tabulated = requires { Fn::tabulates_bf16_values; };
     template <bool FromInput, class V, class DY, class T>
     static void backward_block(const V& v, const DY& dy, T* dx, Eigen::Index n) {
       Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(dx, n);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <utility>
 
 #include <Eigen/Core>
 
@@ -130,9 +131,39 @@ class gemm_scratch {
   /// Either operand may be given in kiln::bf16 (a bf16 program's activations
   /// and its step's copy of the weights), once use_bf16_operands(true) was
   /// set before reserving: it is then taken as it is.
+  /// An f32 operand may also be given as f32_of_bf16_values (its values
+  /// rounded to bf16 by the caller): where run() would round it into a
+  /// copy, it is multiplied where it is; the same bits.
   template <bool TransA, bool TransB, class SA, class SB>
   void run(index m, index n, index k, const SA* a, index lda, const SB* b, index ldb, T* c, index ldc,
            bool accumulate) {
+    constexpr bool rounded_a = std::is_same_v<SA, f32_of_bf16_values>, rounded_b = std::is_same_v<SB, f32_of_bf16_values>;
+    if constexpr (rounded_a || rounded_b) {
+      static_assert(std::is_same_v<T, float>, "kiln: f32_of_bf16_values operands are f32");
+      assert(bf16_ && "kiln: f32_of_bf16_values operands are for bf16 products");
+#if KILN_DETAIL_OWN_SGEMM
+      if constexpr (packs_bf16_values) {
+        if (bf16_ && m > 0 && n > 0 && k > 0 && rounds_into_copies(m, n, k) &&
+            static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
+          T* ra = rounded_.get();
+          T* rb = ra + m * k;
+          const auto [pa, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
+          const auto [pb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
+          f32_run<TransA, TransB>(m, n, k, pa, la, pb, lb, c, ldc, !accumulate);
+          return;
+        }
+      }
+#endif
+      run_sources<TransA, TransB>(m, n, k, plain_operand(a), lda, plain_operand(b), ldb, c, ldc, accumulate);
+    } else {
+      run_sources<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    }
+  }
+
+ private:
+  template <bool TransA, bool TransB, class SA, class SB>
+  void run_sources(index m, index n, index k, const SA* a, index lda, const SB* b, index ldb, T* c, index ldc,
+                   bool accumulate) {
     constexpr bool bf16_source = std::is_same_v<SA, bf16> || std::is_same_v<SB, bf16>;
     static_assert(
         (std::is_same_v<SA, T> || std::is_same_v<SA, bf16>)&&(std::is_same_v<SB, T> || std::is_same_v<SB, bf16>),
@@ -194,6 +225,7 @@ class gemm_scratch {
     if constexpr (!bf16_source) f32_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, !accumulate);
   }
 
+ public:
   /// C += op(A)·op(B) in f32 (or f64): kiln's kernel where it has one (AVX-512, else AVX2), else
   /// Eigen's. With `overwrite` kiln's kernel sets C instead (Eigen's
   /// caller has zeroed it).
@@ -256,6 +288,18 @@ class gemm_scratch {
       }
     }
     return r;
+  }
+
+  /// op(X) with bf16 values where it is (f32_of_bf16_values) or in a copy
+  /// (copy_as_bf16_values): its floats and leading dimension.
+  template <bool Trans, class S>
+  static std::pair<const T*, index> as_bf16_values_operand(index rows, index cols, const S* x, index ldx,
+                                                           T* out) noexcept {
+    if constexpr (std::is_same_v<S, f32_of_bf16_values>) {
+      return {plain_operand(x), ldx};
+    } else {
+      return {out, copy_as_bf16_values<Trans>(rows, cols, x, ldx, out)};
+    }
   }
 
   static float as_bf16_value(float v) noexcept { return round_to_bf16(v); }

@@ -29,6 +29,7 @@
 #include <numbers>
 
 #include <kiln/detail/avx512.hpp>
+#include <kiln/detail/bf16_value_table.hpp>
 #include <kiln/detail/vector_packs.hpp>
 
 KILN_AVX512_BEGIN
@@ -271,6 +272,34 @@ template <class P = native_pack>
 void gelu_backward(const float* x, const float* y, const float* dy, float* dx, std::size_t n) {
   map<P>(x, y, dy, dx, n, [](typename P::v v, typename P::v out, typename P::v d) {
     return P::mul(d, kernel::gelu_derivative_given_output<P>(v, out));
+  });
+}
+
+/// gelu and gelu′ (kernel::gelu, kernel::gelu_derivative) for the bf16
+/// values, built on first use (detail/bf16_value_table.hpp).
+inline const bf16_value_table& gelu_table() {
+  static const bf16_value_table t([](native_pack::v v) { return kernel::gelu<native_pack>(v); });
+  return t;
+}
+inline const bf16_value_table& gelu_derivative_table() {
+  static const bf16_value_table t([](native_pack::v v) { return kernel::gelu_derivative<native_pack>(v); });
+  return t;
+}
+/// vmath::gelu and the two-array gelu_backward, the same bits, for inputs
+/// that are mostly bf16 values (a bf16 program's widened activations):
+/// those are looked up, any other input is computed.
+template <class P = native_pack>
+void gelu_of_bf16_values(const float* x, float* y, std::size_t n) {
+  const bf16_value_table& t = gelu_table();
+  map<P>(x, y, n, [&t](typename P::v v) {
+    return t.lookup<P>(v, [](typename P::v u) { return kernel::gelu<P>(u); });
+  });
+}
+template <class P = native_pack>
+void gelu_backward_of_bf16_values(const float* x, const float* dy, float* dx, std::size_t n) {
+  const bf16_value_table& t = gelu_derivative_table();
+  map<P>(x, dy, dx, n, [&t](typename P::v v, typename P::v d) {
+    return P::mul(d, t.lookup<P>(v, [](typename P::v u) { return kernel::gelu_derivative<P>(u); }));
   });
 }
 inline void gelu_backward(const double* x, const double* dy, double* dx, std::size_t n) {

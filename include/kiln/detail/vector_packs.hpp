@@ -2,8 +2,9 @@
 // (detail/vector_math.hpp) are written on: one float (scalar_pack), 16
 // (avx512_pack) or 8 (avx2_pack, AVX2 + FMA), each with the same operations
 // (set, masked load and store of a tail, fma, add, sub, mul, div, max, min,
-// comparisons into a mask, both, all, select, abs, xor_sign, exp2_pair), so
-// that one sequence of them gives an element the same bits in every pack.
+// comparisons into a mask, both, all, select, abs, xor_sign, exp2_pair,
+// lookup_bf16), so that one sequence of them gives an element the same bits
+// in every pack.
 // `native_pack` is the widest the target has.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
@@ -54,6 +55,15 @@ struct scalar_pack {
     s1 = std::bit_cast<float>(static_cast<std::uint32_t>(n1 + 127) << 23);
     s2 = std::bit_cast<float>(static_cast<std::uint32_t>(n2 + 127) << 23);
   }
+  /// A bf16 table's entry for x (detail/bf16_value_table.hpp): where x is a
+  /// bf16 value (its low 16 bits zero) whose bits without the sign, b, lie
+  /// in [first, first + count), table[b − first], or table[count + b − first]
+  /// for a negative x; `found` says where it was (0 elsewhere).
+  static v lookup_bf16(const float* table, v x, std::uint32_t first, std::uint32_t count, mask& found) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x), i = ((u >> 16) & 0x7FFFu) - first;
+    found = (u & 0xFFFFu) == 0 && i < count;
+    return found ? table[i + (u >> 31) * count] : 0.0f;
+  }
 };
 
 #if defined(__AVX512F__)
@@ -92,6 +102,14 @@ struct avx512_pack {
     const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1), bias = _mm512_set1_epi32(127);
     s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
     s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  }
+  static v lookup_bf16(const float* table, v x, std::uint32_t first, std::uint32_t count, mask& found) {
+    const __m512i u = _mm512_castps_si512(x), n = _mm512_set1_epi32(static_cast<int>(count));
+    const __m512i i = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x7FFF)),
+                                       _mm512_set1_epi32(static_cast<int>(first)));
+    found = _mm512_mask_cmplt_epu32_mask(_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0xFFFF)), i, n);
+    const __m512i at = _mm512_mask_add_epi32(i, _mm512_cmplt_epi32_mask(u, _mm512_setzero_si512()), i, n);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), found, at, table, 4);
   }
 
  private:
@@ -135,6 +153,18 @@ struct avx2_pack {
     const __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1), bias = _mm256_set1_epi32(127);
     s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
     s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  }
+  static v lookup_bf16(const float* table, v x, std::uint32_t first, std::uint32_t count, mask& found) {
+    const __m256i u = _mm256_castps_si256(x), n = _mm256_set1_epi32(static_cast<int>(count));
+    const __m256i i = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x7FFF)),
+                                       _mm256_set1_epi32(static_cast<int>(first)));
+    // (0 ≤ i < count, signed: |i| < 2¹⁶; and the low half of x zero)
+    const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(i, _mm256_set1_epi32(-1)), _mm256_cmpgt_epi32(n, i));
+    const __m256i ok =
+        _mm256_and_si256(in, _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0xFFFF)), _mm256_setzero_si256()));
+    const __m256i at = _mm256_add_epi32(i, _mm256_and_si256(_mm256_srai_epi32(u, 31), n));
+    found = _mm256_castsi256_ps(ok);
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), table, at, found, 4);
   }
 
  private:

@@ -131,21 +131,21 @@ struct causal_self_attention {
 
     /// C(keys × queries, ld L) = op(X)ᵀ·Y for X, Y dh × L (ld lx, ly): the
     /// scores k·qᵀ, and dP = v·dOᵀ, where key j > query i is masked.
-    template <class G, class T>
-    static void keys_by_queries(G& g, const T* x, detail::index lx, const T* y, detail::index ly, T* c) {
+    template <class G, class X, class Y, class T>
+    static void keys_by_queries(G& g, const X* x, detail::index lx, const Y* y, detail::index ly, T* c) {
       g.template run<true, false>(si, si, di, x, lx, y, ly, c, Li, false);
       g.template run<true, false>(Li, Li - si, di, x, lx, y + si * ly, ly, c + si * Li, Li, false);
     }
     /// C(dh × queries, ld lc) = X·M for X dh × keys (ld lx) and M keys ×
     /// queries (ld L) with M[j, i] = 0 for key j > query i (P, dS): o, dq.
-    template <class G, class T>
-    static void weighted_by_queries(G& g, const T* x, detail::index lx, const T* m, T* c, detail::index lc) {
+    template <class G, class X, class M, class T>
+    static void weighted_by_queries(G& g, const X* x, detail::index lx, const M* m, T* c, detail::index lc) {
       g.template run<false, false>(di, si, si, x, lx, m, Li, c, lc, false);
       g.template run<false, false>(di, Li - si, Li, x, lx, m + si * Li, Li, c + si * lc, lc, false);
     }
     /// C(dh × keys, ld lc) = X·Mᵀ for X dh × queries (ld lx), M as above: dv, dk.
-    template <class G, class T>
-    static void weighted_by_keys(G& g, const T* x, detail::index lx, const T* m, T* c, detail::index lc) {
+    template <class G, class X, class M, class T>
+    static void weighted_by_keys(G& g, const X* x, detail::index lx, const M* m, T* c, detail::index lc) {
       g.template run<false, true>(di, si, Li, x, lx, m, Li, c, lc, false);
       g.template run<false, true>(di, Li - si, Li - si, x + si * lx, lx, m + si + si * Li, Li, c + si * lc, lc, false);
     }
@@ -159,12 +159,41 @@ struct causal_self_attention {
       T* heads = c.saved + heads_at<B>;
       add_bias(qkv, c.template param<in_bias>(), 3 * D, n);
       c.gemm->template run<true, false>(3 * D, n, D, c.template gemm_param<in_weight>(), D, c.x, D, qkv, 3 * D, true);
+      if (rounds_operands(c)) {
+        if constexpr (std::is_same_v<T, float>) {
+          detail::round_values(qkv, 3 * D * n, qkv);
+          attend<B>(c, qkv, probs, heads, detail::as_rounded_operand);
+        }
+      } else {
+        attend<B>(c, qkv, probs, heads, [](const T* x) { return x; });
+      }
+      add_bias(c.y, c.template param<out_bias>(), D, n);
+      c.gemm->template run<true, false>(D, n, D, c.template gemm_param<out_weight>(), D, heads, D, c.y, D, true);
+    }
+
+    /// With precision<bf16> the products take their operands rounded to
+    /// bf16. q, k, v, dO and dS are nothing but such operands: they are
+    /// rounded once, where they are made, and given to the products as
+    /// rounded (detail::f32_of_bf16_values), which then do not round them
+    /// again, product by product, into copies. The same values.
+    template <class Ctx>
+    static bool rounds_operands(const Ctx& c) {
+      if constexpr (std::is_same_v<typename Ctx::scalar, float>) {
+        return c.gemm->bf16_operands();
+      } else {
+        return false;
+      }
+    }
+
+    /// The heads' outputs from q, k, v (`operand` gives q, k, v to the products).
+    template <std::size_t B, class Ctx, class T, class Operand>
+    static void attend(const Ctx& c, const T* qkv, T* probs, T* heads, Operand operand) {
       const T scale = T(1) / std::sqrt(static_cast<T>(dh));
       for (std::size_t b = 0; b < B; ++b) {
         for (std::size_t h = 0; h < H; ++h) {
-          const T* q = qkv + b * L * 3 * D + h * dh;
-          const T* k = q + D;
-          const T* v = q + 2 * D;
+          const auto* q = operand(qkv + b * L * 3 * D + h * dh);
+          const auto* k = operand(qkv + b * L * 3 * D + h * dh + D);
+          const auto* v = operand(qkv + b * L * 3 * D + h * dh + 2 * D);
           T* p = probs + (b * H + h) * L * L;  // column i: query i's weights over keys j
           keys_by_queries(*c.gemm, k, 3 * D, q, 3 * D, p);  // (key j > query i: not computed, zeroed below)
           for (std::size_t i = 0; i < L; ++i) {
@@ -184,8 +213,6 @@ struct causal_self_attention {
           weighted_by_queries(*c.gemm, v, 3 * D, p, heads + b * L * D + h * dh, D);
         }
       }
-      add_bias(c.y, c.template param<out_bias>(), D, n);
-      c.gemm->template run<true, false>(D, n, D, c.template gemm_param<out_weight>(), D, heads, D, c.y, D, true);
     }
 
     template <class Ctx>
@@ -202,15 +229,35 @@ struct causal_self_attention {
       c.gemm->template run<false, true>(D, D, n, heads, D, c.dy, D, c.template grad<out_weight>(), D, true);
       detail::row_sums(c.dy, D, n, c.template grad<out_bias>(), true);  // (one order on every CPU)
       c.gemm->template run<false, false>(D, n, D, c.template gemm_param<out_weight>(), D, c.dy, D, d_heads, D, false);
+      if (rounds_operands(c)) {
+        if constexpr (std::is_same_v<T, float>) {
+          detail::round_values(d_heads, D * n, d_heads);
+          attend_backward<B, true>(c, qkv, probs, d_heads, d_qkv, d_p, detail::as_rounded_operand);
+        }
+      } else {
+        attend_backward<B, false>(c, qkv, probs, d_heads, d_qkv, d_p, [](const T* x) { return x; });
+      }
+      c.gemm->template run<false, true>(D, 3 * D, n, c.x, D, d_qkv, 3 * D, c.template grad<in_weight>(), D, true);
+      detail::row_sums(d_qkv, 3 * D, n, c.template grad<in_bias>(), true);
+      if (c.dx)
+        c.gemm->template run<false, false>(D, n, 3 * D, c.template gemm_param<in_weight>(), D, d_qkv, 3 * D, c.dx, D,
+                                           false);
+    }
+
+    /// d[q k v] from dO, the heads' outputs' gradient (RoundDS: dS is
+    /// rounded to bf16 as it is made, see rounds_operands).
+    template <std::size_t B, bool RoundDS, class Ctx, class T, class Operand>
+    static void attend_backward(const Ctx& c, const T* qkv, const T* probs, const T* d_heads, T* d_qkv, T* d_p,
+                                Operand operand) {
       const T scale = T(1) / std::sqrt(static_cast<T>(dh));
       for (std::size_t b = 0; b < B; ++b) {
         for (std::size_t h = 0; h < H; ++h) {
           const std::size_t at = b * L * 3 * D + h * dh;
-          const T* q = qkv + at;
-          const T* k = q + D;
-          const T* v = q + 2 * D;
+          const auto* q = operand(qkv + at);
+          const auto* k = operand(qkv + at + D);
+          const auto* v = operand(qkv + at + 2 * D);
           const T* p = probs + (b * H + h) * L * L;
-          const T* dout = d_heads + b * L * D + h * dh;
+          const auto* dout = operand(d_heads + b * L * D + h * dh);
           weighted_by_keys(*c.gemm, dout, D, p, d_qkv + at + 2 * D, 3 * D);  // dv = dO·Pᵀ
           keys_by_queries(*c.gemm, v, 3 * D, dout, D, d_p);                   // dP = v·dOᵀ (where not masked)
           for (std::size_t i = 0; i < L; ++i) {  // through the softmax and the scale: dS
@@ -218,17 +265,14 @@ struct causal_self_attention {
             T* dc = d_p + i * L;
             const T dot = detail::lane_sum<T>(i + 1, [&](std::size_t j) { return pc[j] * dc[j]; });
             for (std::size_t j = 0; j <= i; ++j) dc[j] = pc[j] * (dc[j] - dot) * scale;
+            if constexpr (RoundDS) detail::round_values(dc, i + 1, dc);
             for (std::size_t j = i + 1; j < L; ++j) dc[j] = T(0);
           }
-          weighted_by_keys(*c.gemm, q, 3 * D, d_p, d_qkv + at + D, 3 * D);  // dk = q·dSᵀ
-          weighted_by_queries(*c.gemm, k, 3 * D, d_p, d_qkv + at, 3 * D);  // dq = k·dS
+          const auto* ds = operand(static_cast<const T*>(d_p));
+          weighted_by_keys(*c.gemm, q, 3 * D, ds, d_qkv + at + D, 3 * D);  // dk = q·dSᵀ
+          weighted_by_queries(*c.gemm, k, 3 * D, ds, d_qkv + at, 3 * D);  // dq = k·dS
         }
       }
-      c.gemm->template run<false, true>(D, 3 * D, n, c.x, D, d_qkv, 3 * D, c.template grad<in_weight>(), D, true);
-      detail::row_sums(d_qkv, 3 * D, n, c.template grad<in_bias>(), true);
-      if (c.dx)
-        c.gemm->template run<false, false>(D, n, 3 * D, c.template gemm_param<in_weight>(), D, d_qkv, 3 * D, c.dx, D,
-                                           false);
     }
   };
 };

@@ -44,6 +44,18 @@ struct gelu_fn {
       vmath::gelu_backward(x.data(), dy.data(), dx.data(), n);
     }
   }
+  // With bf16 activations the input is one of 2¹⁶ values: gelu and gelu′
+  // are looked up in tables of the same kernels' results (the same bits;
+  // vmath::gelu_of_bf16_values).
+  static constexpr bool tabulates_bf16_values = true;
+  template <class X, class Y>
+  static void forward_of_bf16_values(const X& x, Y& y) {
+    vmath::gelu_of_bf16_values(x.data(), y.data(), static_cast<std::size_t>(x.size()));
+  }
+  template <class X, class DY, class DX>
+  static void backward_from_bf16_input(const X& x, const DY& dy, DX& dx) {
+    vmath::gelu_backward_of_bf16_values(x.data(), dy.data(), dx.data(), static_cast<std::size_t>(x.size()));
+  }
 };
 }  // namespace detail
 
