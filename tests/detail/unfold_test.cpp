@@ -2,16 +2,20 @@
 // its taps' values in tap order from zero, the scalar fold-back's order, so
 // the input gradient has the same bits on every CPU; and gathering 2 to 4
 // rows at once (each reading one output row further) gives every row the
-// bits it gets alone.
+// bits it gets alone. And the unfold's row step (copy_window) for bf16
+// activations: the window's run of the row, zeros around it.
 #include <kiln/fwd.hpp>
 
+#include <kiln/bf16.hpp>
 #include <kiln/detail/unfold.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -61,3 +65,39 @@ TEST(unfold, gathered_rows_add_their_taps_in_order_bit_for_bit) {
 
 }  // namespace
 #endif
+
+namespace {
+
+/// copy_window against its definition, for every window of a row of each
+/// length (the padding, the run, the windows wholly outside), in bf16:
+/// out[j] = row[j + shift] inside [first, last), zero elsewhere in [0, n),
+/// nothing written past n, nothing read outside the window (the row is
+/// surrounded by NaN: a read outside it would show).
+template <class T>
+void check_copy_window() {
+  for (std::ptrdiff_t n : {1, 5, 7, 8, 9, 14, 16, 17, 28, 31, 33, 40}) {
+    for (std::ptrdiff_t pad : {0, 1, 2, 3, 9}) {
+      const std::ptrdiff_t width = n;  // 'same' rows: the input row is as wide as the output
+      std::vector<T> buffer(static_cast<std::size_t>(width + 64), T::from(std::numeric_limits<float>::quiet_NaN()));
+      T* row = buffer.data() + 32;
+      for (std::ptrdiff_t q = 0; q < width; ++q) row[q] = T::from(static_cast<float>(q + 1));
+      for (std::ptrdiff_t v = 0; v <= 2 * pad; ++v) {
+        const std::ptrdiff_t shift = v - pad;
+        const std::ptrdiff_t first = std::max<std::ptrdiff_t>(0, -shift),
+                             last = std::max(first, std::min(n, width - shift));
+        std::vector<T> out(static_cast<std::size_t>(n + 1), T::from(-7.0f));
+        kiln::detail::copy_window(row, shift, first, last, n, out.data());
+        for (std::ptrdiff_t j = 0; j < n; ++j) {
+          const float want = j >= first && j < last ? static_cast<float>(j + shift + 1) : 0.0f;
+          ASSERT_EQ(static_cast<float>(out[static_cast<std::size_t>(j)]), want)
+              << "n " << n << " pad " << pad << " shift " << shift << " j " << j;
+        }
+        EXPECT_EQ(static_cast<float>(out[static_cast<std::size_t>(n)]), -7.0f) << "wrote past n = " << n;
+      }
+    }
+  }
+}
+
+TEST(unfold, a_bf16_window_is_its_run_of_the_row_and_zeros) { check_copy_window<kiln::bf16>(); }
+
+}  // namespace

@@ -21,6 +21,8 @@
 
 #if defined(__AVX2__)
 #include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 KILN_AVX512_BEGIN
@@ -93,6 +95,27 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
 #endif
   first = std::clamp<std::ptrdiff_t>(first, 0, n);  // (the window may lie wholly outside [0, n))
   last = std::clamp(last, first, n);
+#if !defined(__AVX512BW__) && defined(__SSE2__)
+  if constexpr (sizeof(T) == 2 && std::is_trivially_copyable_v<T>) {
+    // bf16 activations without AVX-512BW: 8 values per 16-byte move, and
+    // the last 8 of a run moved again, overlapping, instead of a call to
+    // memmove / memset per row (as long as the rows). Only the window is
+    // read: every load lies inside [first, last).
+    if (n >= 8 && last - first >= 8 && first <= 8 && n - last <= 8) {  // (padding of at most 8 a side)
+      const auto move8 = [](const T* from, T* to) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_loadu_si128(reinterpret_cast<const __m128i*>(from)));
+      };
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_setzero_si128());  // the padding, before the window
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + n - 8), _mm_setzero_si128());  // and after it
+      const T* from = row + first + shift;
+      T* to = out + first;
+      const std::ptrdiff_t count = last - first;
+      for (std::ptrdiff_t k = 0; k + 8 <= count; k += 8) move8(from + k, to + k);
+      if (count % 8 != 0) move8(from + count - 8, to + count - 8);
+      return;
+    }
+  }
+#endif
   std::fill(out, out + first, T{});
   std::copy(row + first + shift, row + last + shift, out + first);
   std::fill(out + last, out + n, T{});
