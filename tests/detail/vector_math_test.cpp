@@ -235,7 +235,7 @@ TEST(vector_math, gelu_of_bf16_values_looks_up_the_kernels_own_bits) {
   expect_same("gelu', native pack", want, got);
   vm::gelu_backward_of_bf16_values<vm::scalar_pack>(x.data(), dy.data(), got.data(), x.size());
   expect_same("gelu', scalar pack", want, got);
-  // every length and offset: tails are looked up (or computed) like whole packs
+  // every length: tails are looked up (or computed) like whole packs
   const float* mixed = x.data() + x.size() - 3000;
   for (std::size_t n = 1; n <= 40; ++n) {
     std::vector<float> y(n + 1, 42.0f);

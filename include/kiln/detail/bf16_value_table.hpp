@@ -16,8 +16,13 @@
 //       x is such a value, the kernel's result elsewhere (±0, |x| outside the
 //       range, ∞, NaN, and any f32 that is not a bf16 value), lane by lane —
 //       so it has the bits of the kernel for every input, whatever the pack.
-// COST  one gather per pack; the kernel as well only for a pack with a lane
-//       outside the table (in a trained network's activations, rare).
+// COST  one gather per pack; the kernel as well for a pack with a lane
+//       outside the table: rare among a network's activations, but always
+//       for an array's last, partial pack (its lanes past the end are 0).
+// FP ENVIRONMENT  the table is built once, by whichever thread first needs
+//       it, under the default MXCSR (no flush-to-zero, no denormals-are-zero,
+//       round to nearest), whatever that thread's setting: its entries are
+//       the kernel's results in the default environment.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -26,6 +31,10 @@
 #include <cstdint>
 
 #include <kiln/detail/vector_packs.hpp>
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 KILN_AVX512_BEGIN
 
@@ -46,9 +55,16 @@ struct bf16_value_table {
   template <class Kernel>
   explicit bf16_value_table(Kernel kernel) noexcept {
     using P = native_pack;
+#if defined(__SSE__)
+    const unsigned caller = _mm_getcsr();
+    _mm_setcsr(0x1F80);  // the default: all exceptions masked, nearest, no FTZ / DAZ
+#endif
     for (std::uint32_t i = 0; i < 2 * count; ++i) at[i] = value(i);
     for (std::uint32_t i = 0; i < 2 * count; i += P::width) P::store(at + i, kernel(P::load(at + i, P::width)), P::width);
     static_assert((2 * count) % 16 == 0);
+#if defined(__SSE__)
+    _mm_setcsr(caller);
+#endif
   }
 
   /// f(x) for a pack x: the entry where x has one, else `kernel(x)` (the

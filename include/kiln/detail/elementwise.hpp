@@ -30,8 +30,10 @@ namespace kiln::detail {
 /// `backward_from_input_and_output(x, y, dy, dx)` called where the output
 /// is stored at full precision (not bf16): gelu takes Φ(x) = y / x there.
 /// One declaring `tabulates_bf16_values` has, with bf16 activations,
-/// `forward_of_bf16_values(x, y)` and `backward_from_bf16_input(x, dy, dx)`
-/// called instead (the same results, looked up: detail/bf16_value_table.hpp).
+/// `forward_of_bf16_values(x, y)` called instead of `forward`, and (if it
+/// declares `needs_input`) `backward_from_bf16_input(x, dy, dx)` instead of
+/// `backward_from_input`: the same results, looked up
+/// (detail/bf16_value_table.hpp).
 template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;

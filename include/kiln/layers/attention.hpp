@@ -172,14 +172,18 @@ struct causal_self_attention {
     }
 
     /// With precision<bf16> the products take their operands rounded to
-    /// bf16. q, k, v, dO and dS are nothing but such operands: they are
-    /// rounded once, where they are made, and given to the products as
-    /// rounded (detail::f32_of_bf16_values), which then do not round them
-    /// again, product by product, into copies. The same values.
+    /// bf16. q, k, v, dO and dS are nothing but such operands: where the
+    /// CPU rounds them in software (no AVX512-BF16: gemm_scratch's
+    /// packs_bf16_values), they are rounded once, where they are made, and
+    /// given to the products as rounded (detail::f32_of_bf16_values), which
+    /// then do not round them again, product by product, into copies: the
+    /// same values. (With AVX512-BF16 the products convert them as they
+    /// pack them, flushing subnormals as vcvtneps2bf16 does; rounding them
+    /// first would keep those, and save nothing.)
     template <class Ctx>
     static bool rounds_operands(const Ctx& c) {
       if constexpr (std::is_same_v<typename Ctx::scalar, float>) {
-        return c.gemm->bf16_operands();
+        return detail::gemm_scratch<float>::packs_bf16_values && c.gemm->bf16_operands();
       } else {
         return false;
       }
