@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #if defined(KILN_DETAIL_GATHER_TAPS)
@@ -69,35 +70,49 @@ TEST(unfold, gathered_rows_add_their_taps_in_order_bit_for_bit) {
 namespace {
 
 /// copy_window against its definition, for every window of a row of each
-/// length (the padding, the run, the windows wholly outside), in bf16:
-/// out[j] = row[j + shift] inside [first, last), zero elsewhere in [0, n),
-/// nothing written past n, nothing read outside the window (the row is
+/// length (the padding, the run, the windows wholly outside), in f32 and
+/// bf16: out[j] = row[j + shift] inside [first, last), zero elsewhere in
+/// [0, n), nothing written at or past `room` (n, or further: what the
+/// unfold lets it overwrite), nothing read outside the window (the row is
 /// surrounded by NaN: a read outside it would show).
 template <class T>
 void check_copy_window() {
+  const auto as_t = [](float v) {
+    if constexpr (std::is_same_v<T, float>) {
+      return v;
+    } else {
+      return T::from(v);
+    }
+  };
   for (std::ptrdiff_t n : {1, 5, 7, 8, 9, 14, 16, 17, 28, 31, 33, 40}) {
     for (std::ptrdiff_t pad : {0, 1, 2, 3, 9}) {
-      const std::ptrdiff_t width = n;  // 'same' rows: the input row is as wide as the output
-      std::vector<T> buffer(static_cast<std::size_t>(width + 64), T::from(std::numeric_limits<float>::quiet_NaN()));
-      T* row = buffer.data() + 32;
-      for (std::ptrdiff_t q = 0; q < width; ++q) row[q] = T::from(static_cast<float>(q + 1));
-      for (std::ptrdiff_t v = 0; v <= 2 * pad; ++v) {
-        const std::ptrdiff_t shift = v - pad;
-        const std::ptrdiff_t first = std::max<std::ptrdiff_t>(0, -shift),
-                             last = std::max(first, std::min(n, width - shift));
-        std::vector<T> out(static_cast<std::size_t>(n + 1), T::from(-7.0f));
-        kiln::detail::copy_window(row, shift, first, last, n, out.data());
-        for (std::ptrdiff_t j = 0; j < n; ++j) {
-          const float want = j >= first && j < last ? static_cast<float>(j + shift + 1) : 0.0f;
-          ASSERT_EQ(static_cast<float>(out[static_cast<std::size_t>(j)]), want)
-              << "n " << n << " pad " << pad << " shift " << shift << " j " << j;
+      for (std::ptrdiff_t extra : {0, 1, 5, 16, 40}) {
+        const std::ptrdiff_t width = n, room = n + extra;  // 'same' rows: the input row is as wide as the output
+        std::vector<T> buffer(static_cast<std::size_t>(width + 64), as_t(std::numeric_limits<float>::quiet_NaN()));
+        T* row = buffer.data() + 32;
+        for (std::ptrdiff_t q = 0; q < width; ++q) row[q] = as_t(static_cast<float>(q + 1));
+        for (std::ptrdiff_t v = 0; v <= 2 * pad; ++v) {
+          const std::ptrdiff_t shift = v - pad;
+          const std::ptrdiff_t first = std::max<std::ptrdiff_t>(0, -shift),
+                               last = std::max(first, std::min(n, width - shift));
+          std::vector<T> out(static_cast<std::size_t>(room + 8), as_t(-7.0f));
+          kiln::detail::copy_window(row, shift, first, last, n, out.data(), room);
+          for (std::ptrdiff_t j = 0; j < n; ++j) {
+            const float want = j >= first && j < last ? static_cast<float>(j + shift + 1) : 0.0f;
+            ASSERT_EQ(static_cast<float>(out[static_cast<std::size_t>(j)]), want)
+                << "n " << n << " pad " << pad << " shift " << shift << " room " << room << " j " << j;
+          }
+          for (std::ptrdiff_t j = room; j < room + 8; ++j)
+            ASSERT_EQ(static_cast<float>(out[static_cast<std::size_t>(j)]), -7.0f) << "wrote past room = " << room;
         }
-        EXPECT_EQ(static_cast<float>(out[static_cast<std::size_t>(n)]), -7.0f) << "wrote past n = " << n;
       }
     }
   }
 }
 
-TEST(unfold, a_bf16_window_is_its_run_of_the_row_and_zeros) { check_copy_window<kiln::bf16>(); }
+TEST(unfold, a_window_is_its_run_of_the_row_and_zeros) {
+  check_copy_window<float>();
+  check_copy_window<kiln::bf16>();
+}
 
 }  // namespace

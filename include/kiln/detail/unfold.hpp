@@ -53,10 +53,13 @@ inline void store_first(float* out, __m256 v, std::ptrdiff_t count) {
 #endif
 
 /// out[j] = j in [first, last) ? row[j + shift] : 0, for j in [0, n); only
-/// row[first + shift … last + shift) is read.
+/// row[first + shift … last + shift) is read. out[n … room) may be written
+/// too (with anything): where the caller writes them afterwards anyway (the
+/// unfold's next rows), whole vectors are stored there instead of masked
+/// ones, which are slow on AMD's cores.
 template <class T>
 inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first, std::ptrdiff_t last, std::ptrdiff_t n,
-                        T* out) {
+                        T* out, std::ptrdiff_t room) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
     // (the address of element j = 0 is formed as an integer: it may lie before the row)
@@ -65,7 +68,11 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
       const __mmask16 inside = avx512::lanes(first - j, last - j), kept = avx512::lanes(n - j);
       const __m512 v = _mm512_maskz_loadu_ps(
           inside, reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(j) * sizeof(float)));
-      _mm512_mask_storeu_ps(out + j, kept, v);
+      if (j + 16 <= room) {
+        _mm512_storeu_ps(out + j, v);
+      } else {
+        _mm512_mask_storeu_ps(out + j, kept, v);
+      }
     }
     return;
   }
@@ -76,7 +83,7 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
       const __m256 v = _mm256_maskload_ps(
           reinterpret_cast<const float*>(base + static_cast<std::uintptr_t>(j) * sizeof(float)),
           lanes8(first - j, last - j));
-      store_first(out + j, v, n - j);
+      store_first(out + j, v, room - j >= 8 ? 8 : n - j);
     }
     return;
   }
@@ -88,11 +95,16 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
       const __mmask32 inside = avx512::lanes32(first - j, last - j), kept = avx512::lanes32(0, n - j);
       const __m512i v = _mm512_maskz_loadu_epi16(
           inside, reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(j) * sizeof(T)));
-      _mm512_mask_storeu_epi16(out + j, kept, v);
+      if (j + 32 <= room) {
+        _mm512_storeu_si512(out + j, v);
+      } else {
+        _mm512_mask_storeu_epi16(out + j, kept, v);
+      }
     }
     return;
   }
 #endif
+  (void)room;  // (the copies below write [0, n) only)
   first = std::clamp<std::ptrdiff_t>(first, 0, n);  // (the window may lie wholly outside [0, n))
   last = std::clamp(last, first, n);
 #if !defined(__AVX512BW__) && defined(__SSE2__)
@@ -100,7 +112,8 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
     // bf16 activations without AVX-512BW: 8 values per 16-byte move, and
     // the last 8 of a run moved again, overlapping, instead of a call to
     // memmove / memset per row (as long as the rows). Only the window is
-    // read: every load lies inside [first, last).
+    // read: every load lies inside [first, last). (The padding is stored as
+    // all-zero bits: T{} for kiln::bf16, +0.)
     if (n >= 8 && last - first >= 8 && first <= 8 && n - last <= 8) {  // (padding of at most 8 a side)
       const auto move8 = [](const T* from, T* to) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_loadu_si128(reinterpret_cast<const __m128i*>(from)));

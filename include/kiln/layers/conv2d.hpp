@@ -251,8 +251,10 @@ struct conv2d {
               }
               const T* row = x + (ch * H + static_cast<std::size_t>(r)) * W;
               if constexpr (stride == 1) {
-                // out[j] = row[j + v − pad]: one shifted run (vector-masked where the target has AVX-512 or AVX2)
-                detail::copy_window(row, tap_shift(v), j0, j1, static_cast<std::ptrdiff_t>(Wo), out);
+                // out[j] = row[j + v − pad]: one shifted run (vector-masked where the target has AVX-512 or AVX2;
+                // its whole vectors may run on into the next rows of the column, which are written after it)
+                detail::copy_window(row, tap_shift(v), j0, j1, static_cast<std::ptrdiff_t>(Wo), out,
+                                    static_cast<std::ptrdiff_t>(P - i * Wo));
               } else {
                 std::ptrdiff_t j = 0;
                 for (; j < j0; ++j) out[j] = T{};
