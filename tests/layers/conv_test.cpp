@@ -140,6 +140,51 @@ TYPED_TEST(max_pool_contract, ties_go_to_the_first_maximum_and_nan_propagates) {
   for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(dx[i], want_dx[i]) << "element " << i;
 }
 
+// Where the output rows are as wide as the input's (stride 1, 'same'
+// width), the unfold copies whole shifted planes and zeroes the padding
+// columns after: each output against the definition, in f32, for kernels 3
+// and 5, planes narrower and wider than a vector, and more padding than the
+// plane is wide.
+template <class Net>
+void expect_forward_matches_the_definition(std::size_t channels, std::size_t filters, std::size_t height,
+                                           std::size_t width, std::size_t kernel, std::size_t pad) {
+  auto p = compile<Net, batch<2>, precision<float>, mse>(1);
+  rng g(4);
+  for (auto& w : p.parameters()) w = static_cast<float>(g.uniform(-1, 1));
+  for (auto& x : p.input()) x = static_cast<float>(g.uniform(-1, 1));
+  p.forward();
+  const auto W = p.template layer_parameter<1, 0>(), b = p.template layer_parameter<1, 1>();
+  const std::size_t ho = height + 2 * pad - kernel + 1, wo = width + 2 * pad - kernel + 1;
+  for (std::size_t s = 0; s < 2; ++s)
+    for (std::size_t f = 0; f < filters; ++f)
+      for (std::size_t i = 0; i < ho; ++i)
+        for (std::size_t j = 0; j < wo; ++j) {
+          double acc = b[f], magnitude = std::abs(b[f]);
+          for (std::size_t c = 0; c < channels; ++c)
+            for (std::size_t u = 0; u < kernel; ++u)
+              for (std::size_t v = 0; v < kernel; ++v) {
+                const long r = long(i + u) - long(pad), q = long(j + v) - long(pad);
+                if (r < 0 || r >= long(height) || q < 0 || q >= long(width)) continue;
+                const double term = double(W[((f * channels + c) * kernel + u) * kernel + v]) *
+                                    p.input()[s * channels * height * width + (c * height + std::size_t(r)) * width +
+                                              std::size_t(q)];
+                acc += term;
+                magnitude += std::abs(term);
+              }
+          ASSERT_NEAR(p.output()[((s * filters + f) * ho + i) * wo + j], acc, 1e-6 * magnitude + 1e-7)
+              << kernel << "x" << kernel << " on " << height << "x" << width << ": sample " << s << " filter " << f
+              << " at " << i << ", " << j;
+        }
+}
+
+TEST(conv2d, same_width_forward_matches_the_definition) {
+  expect_forward_matches_the_definition<model<input<2, 6, 7>, conv2d<3, 3, 1, same>>>(2, 3, 6, 7, 3, 1);
+  expect_forward_matches_the_definition<model<input<2, 9, 20>, conv2d<2, 5, 1, same>>>(2, 2, 9, 20, 5, 2);
+  expect_forward_matches_the_definition<model<input<1, 4, 3>, conv2d<2, 5, 1, same>>>(1, 2, 4, 3, 5, 2);
+  expect_forward_matches_the_definition<model<input<1, 28, 28>, conv2d<4, 5, 1, same>>>(1, 4, 28, 28, 5, 2);
+  expect_forward_matches_the_definition<model<input<2, 3, 3>, conv2d<2, 7, 1, same>>>(2, 2, 3, 3, 7, 3);
+}
+
 // conv2d and the pools run vectorised copies in float on AVX-512 targets and
 // plain loops in double: the two must agree on rows wider than one vector
 // (37 and 18 columns: full, partial and padded chunks), on the input
