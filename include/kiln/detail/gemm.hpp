@@ -137,37 +137,13 @@ class gemm_scratch {
   template <bool TransA, bool TransB, class SA, class SB>
   void run(index m, index n, index k, const SA* a, index lda, const SB* b, index ldb, T* c, index ldc,
            bool accumulate) {
-    constexpr bool rounded_a = std::is_same_v<SA, f32_of_bf16_values>, rounded_b = std::is_same_v<SB, f32_of_bf16_values>;
-    if constexpr (rounded_a || rounded_b) {
-      static_assert(std::is_same_v<T, float>, "kiln: f32_of_bf16_values operands are f32");
-      assert(bf16_ && "kiln: f32_of_bf16_values operands are for bf16 products");
-#if KILN_DETAIL_OWN_SGEMM
-      if constexpr (packs_bf16_values) {
-        if (bf16_ && m > 0 && n > 0 && k > 0 && rounds_into_copies(m, n, k) &&
-            static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
-          T* ra = rounded_.get();
-          T* rb = ra + m * k;
-          const auto [pa, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
-          const auto [pb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
-          f32_run<TransA, TransB>(m, n, k, pa, la, pb, lb, c, ldc, !accumulate);
-          return;
-        }
-      }
-#endif
-      run_sources<TransA, TransB>(m, n, k, plain_operand(a), lda, plain_operand(b), ldb, c, ldc, accumulate);
-    } else {
-      run_sources<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
-    }
-  }
-
- private:
-  template <bool TransA, bool TransB, class SA, class SB>
-  void run_sources(index m, index n, index k, const SA* a, index lda, const SB* b, index ldb, T* c, index ldc,
-                   bool accumulate) {
     constexpr bool bf16_source = std::is_same_v<SA, bf16> || std::is_same_v<SB, bf16>;
-    static_assert(
-        (std::is_same_v<SA, T> || std::is_same_v<SA, bf16>)&&(std::is_same_v<SB, T> || std::is_same_v<SB, bf16>),
-        "kiln::detail::gemm_scratch::run: an operand is the scratch's scalar or kiln::bf16");
+    static_assert(operand_type<SA> && operand_type<SB>,
+                  "kiln::detail::gemm_scratch::run: an operand is the scratch's scalar, kiln::bf16 or (f32) "
+                  "f32_of_bf16_values");
+    // (an f32_of_bf16_values operand is the floats it holds, except where they would be rounded into a copy)
+    const auto* pa = plain_operand(a);
+    const auto* pb = plain_operand(b);
     static_assert(!bf16_source || std::is_same_v<T, float>, "kiln: bf16 operands accumulate in f32");
     assert((bf16_ || !bf16_source) && "kiln: bf16 operands need use_bf16_operands(true) before reserve()");
     if (m == 0 || n == 0) return;
@@ -189,23 +165,23 @@ class gemm_scratch {
           if (rounds_into_copies(m, n, k) && static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
             T* ra = rounded_.get();
             T* rb = ra + m * k;
-            const index la = copy_as_bf16_values<TransA>(m, k, a, lda, ra);
-            const index lb = copy_as_bf16_values<TransB>(k, n, b, ldb, rb);
-            f32_run<TransA, TransB>(m, n, k, ra, la, rb, lb, c, ldc, !accumulate);
+            const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
+            const auto [cb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
+            f32_run<TransA, TransB>(m, n, k, ca, la, cb, lb, c, ldc, !accumulate);
             return;
           }
         }
 #endif
 #if defined(__AVX512BF16__)
-        avx512::gemm_bf16<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
+        avx512::gemm_bf16<TransA, TransB>(m, n, k, pa, lda, pb, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #elif defined(__AVX512F__) && defined(__AVX512BW__)
         assert(static_cast<std::size_t>(avx512::packed_a_floats(m, k)) <= cap_a_ &&
                static_cast<std::size_t>(avx512::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
-        avx512::gemm_bf16_values<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
+        avx512::gemm_bf16_values<TransA, TransB>(m, n, k, pa, lda, pb, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #elif !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
         assert(static_cast<std::size_t>(avx2::packed_a_floats(m, k)) <= cap_a_ &&
                static_cast<std::size_t>(avx2::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
-        avx2::gemm_bf16_values<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
+        avx2::gemm_bf16_values<TransA, TransB>(m, n, k, pa, lda, pb, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #else
         // Portable: round op(A) and op(B) to bf16 (widen a bf16 operand)
         // into plain column-major copies, then the f32 product (exact
@@ -214,18 +190,17 @@ class gemm_scratch {
         T* ra = rounded_.get();
         T* rb = ra + m * k;
         for (index p = 0; p < k; ++p)
-          for (index i = 0; i < m; ++i) ra[i + p * m] = as_bf16_value(TransA ? a[p + i * lda] : a[i + p * lda]);
+          for (index i = 0; i < m; ++i) ra[i + p * m] = as_bf16_value(TransA ? pa[p + i * lda] : pa[i + p * lda]);
         for (index j = 0; j < n; ++j)
-          for (index p = 0; p < k; ++p) rb[p + j * k] = as_bf16_value(TransB ? b[j + p * ldb] : b[p + j * ldb]);
+          for (index p = 0; p < k; ++p) rb[p + j * k] = as_bf16_value(TransB ? pb[j + p * ldb] : pb[p + j * ldb]);
         f32_run<false, false>(m, n, k, ra, m, rb, k, c, ldc, !accumulate);
 #endif
         return;
       }
     }
-    if constexpr (!bf16_source) f32_run<TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, !accumulate);
+    if constexpr (!bf16_source) f32_run<TransA, TransB>(m, n, k, pa, lda, pb, ldb, c, ldc, !accumulate);
   }
 
- public:
   /// C += op(A)·op(B) in f32 (or f64): kiln's kernel where it has one (AVX-512, else AVX2), else
   /// Eigen's. With `overwrite` kiln's kernel sets C instead (Eigen's
   /// caller has zeroed it).
@@ -289,6 +264,10 @@ class gemm_scratch {
     }
     return r;
   }
+
+  template <class S>
+  static constexpr bool operand_type = std::is_same_v<S, T> || std::is_same_v<S, bf16> ||
+                                       (std::is_same_v<S, f32_of_bf16_values> && std::is_same_v<T, float>);
 
   /// op(X) with bf16 values where it is (f32_of_bf16_values) or in a copy
   /// (copy_as_bf16_values): its floats and leading dimension.

@@ -236,10 +236,10 @@ struct causal_self_attention {
       if (rounds_operands(c)) {
         if constexpr (std::is_same_v<T, float>) {
           detail::round_values(d_heads, D * n, d_heads);
-          attend_backward<B, true>(c, qkv, probs, d_heads, d_qkv, d_p, detail::as_rounded_operand);
+          attend_backward<B>(c, qkv, probs, d_heads, d_qkv, d_p, detail::as_rounded_operand);
         }
       } else {
-        attend_backward<B, false>(c, qkv, probs, d_heads, d_qkv, d_p, [](const T* x) { return x; });
+        attend_backward<B>(c, qkv, probs, d_heads, d_qkv, d_p, [](const T* x) { return x; });
       }
       c.gemm->template run<false, true>(D, 3 * D, n, c.x, D, d_qkv, 3 * D, c.template grad<in_weight>(), D, true);
       detail::row_sums(d_qkv, 3 * D, n, c.template grad<in_bias>(), true);
@@ -248,11 +248,13 @@ struct causal_self_attention {
                                            false);
     }
 
-    /// d[q k v] from dO, the heads' outputs' gradient (RoundDS: dS is
-    /// rounded to bf16 as it is made, see rounds_operands).
-    template <std::size_t B, bool RoundDS, class Ctx, class T, class Operand>
+    /// d[q k v] from dO, the heads' outputs' gradient (where `operand`
+    /// gives rounded operands, dS is rounded to bf16 as it is made: see
+    /// rounds_operands).
+    template <std::size_t B, class Ctx, class T, class Operand>
     static void attend_backward(const Ctx& c, const T* qkv, const T* probs, const T* d_heads, T* d_qkv, T* d_p,
                                 Operand operand) {
+      constexpr bool RoundDS = !std::is_same_v<decltype(operand(qkv)), const T*>;
       const T scale = T(1) / std::sqrt(static_cast<T>(dh));
       for (std::size_t b = 0; b < B; ++b) {
         for (std::size_t h = 0; h < H; ++h) {
