@@ -50,9 +50,10 @@ TEST(bf16, array_rounding_matches_the_scalar_rounding_at_every_position) {
   // 16 at a time where the target has AVX512-BF16, tail included, so every
   // position gives the same bits. The hardware flushes subnormals to zero;
   // the scalar conversion keeps them (docs/precision.md).
-  std::vector<float> in = {1.0f + 0x1.0p-8f, -3.3f, 65504.0f, std::numeric_limits<float>::quiet_NaN(), 1e-39f, 0.0f};
+  std::vector<float> in = {1.0f + 0x1.0p-8f, -3.3f, 65504.0f, std::numeric_limits<float>::quiet_NaN(), 1e-39f, 0.0f,
+                           -0.0f};
   std::vector<float> all;
-  for (int copy = 0; copy < 7; ++copy) all.insert(all.end(), in.begin(), in.end());  // 42 values: blocks and a tail
+  for (int copy = 0; copy < 7; ++copy) all.insert(all.end(), in.begin(), in.end());  // 49 values: blocks and a tail
   std::vector<bf16> out(all.size());
   detail::narrow(all.data(), all.size(), out.data());
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -280,6 +281,88 @@ TEST(bf16, an_operand_rounded_by_its_caller_is_multiplied_as_the_same_floats) {
     expect_rounded_operands_multiplied_as_given<false, true, false, true>(m, n, k, ++seed);
     expect_rounded_operands_multiplied_as_given<true, true, false, true>(m, n, k, ++seed);
   }
+}
+
+/// Values an activation function must carry through: NaN, ±0, ±∞, bf16
+/// subnormals (which AVX512-BF16's rounding flushes), the largest finite
+/// bf16, and ordinary values of both signs.
+std::vector<bf16> awkward_bf16_values(std::size_t n) {
+  const std::uint16_t bits[] = {0x3F80, 0xBF80, 0x7FC0, 0xFFC1, 0x0000, 0x8000, 0x7F80, 0xFF80, 0x0001,
+                                0x8003, 0x7F7F, 0x4049, 0xC2F7, 0x3A83, 0x0080, 0xB8D1, 0x4300};
+  std::vector<bf16> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i].bits = bits[(i * 7) % std::size(bits)];
+  return v;
+}
+bool same_bits_or_both_nan(float a, float b) {
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b) || (std::isnan(a) && std::isnan(b));
+}
+
+TEST(bf16, a_function_mapped_over_bf16_values_is_widened_computed_and_rounded_as_narrow_rounds) {
+  // detail::map_bf16 applies f to whole vectors and a tail in registers; it
+  // must give what widening, f element by element and detail::narrow give
+  // (which, with AVX512-BF16, flushes subnormal results), and write nothing
+  // past n. f's results are not bf16 values, so the rounding shows.
+  const auto f = [](auto pack, auto x) {
+    using P = decltype(pack);
+    return P::fma(x, P::set(1.0f + 0x1.0p-9f), P::set(0x1.0p-130f));
+  };
+  for (std::size_t n = 0; n <= 50; ++n) {
+    const auto x = awkward_bf16_values(n);
+    std::vector<float> wide(n);
+    for (std::size_t i = 0; i < n; ++i) wide[i] = f(detail::vmath::scalar_pack{}, static_cast<float>(x[i]));
+    std::vector<bf16> expected(n), y(n + 40);
+    detail::narrow(wide.data(), n, expected.data());
+    for (auto& v : y) v.bits = 0x1234;
+    detail::map_bf16(x.data(), n, y.data(), f);
+    for (std::size_t i = 0; i < n; ++i)
+      EXPECT_TRUE(same_bits_or_both_nan(static_cast<float>(y[i]), static_cast<float>(expected[i])))
+          << "n " << n << " position " << i << ": " << y[i].bits << " against " << expected[i].bits;
+    for (std::size_t i = n; i < y.size(); ++i) ASSERT_EQ(y[i].bits, 0x1234) << "written past n = " << n;
+  }
+}
+
+TEST(bf16, a_gradient_mapped_over_bf16_values_is_computed_on_the_widened_values) {
+  const auto g = [](auto pack, auto v, auto dy) {
+    using P = decltype(pack);
+    return P::fma(v, dy, P::set(0.25f));
+  };
+  for (std::size_t n = 0; n <= 50; ++n) {
+    const auto v = awkward_bf16_values(n);
+    std::vector<float> dy(n), dx(n + 40, 7.0f);
+    for (std::size_t i = 0; i < n; ++i) dy[i] = 0.1f * static_cast<float>(i) - 2.0f;
+    detail::map_bf16_gradient(v.data(), dy.data(), n, dx.data(), g);
+    for (std::size_t i = 0; i < n; ++i)
+      EXPECT_TRUE(same_bits_or_both_nan(dx[i], std::fma(static_cast<float>(v[i]), dy[i], 0.25f)))
+          << "n " << n << " position " << i;
+    for (std::size_t i = n; i < dx.size(); ++i) ASSERT_EQ(dx[i], 7.0f) << "written past n = " << n;
+  }
+}
+
+TEST(bf16, relu_on_bf16_activations_gives_the_bits_of_its_f32_function) {
+  // relu's pack twins (run on bf16 activations in registers) against its
+  // Eigen function (run on f32 activations), NaN and -0 included.
+  using A = Eigen::Array<float, Eigen::Dynamic, 1>;
+  const std::size_t n = 37;
+  const auto x = awkward_bf16_values(n);
+  A xs(n), dy(n), y(n), dx(n);
+  for (std::size_t i = 0; i < n; ++i) xs[i] = static_cast<float>(x[i]), dy[i] = 1.0f + static_cast<float>(i);
+  detail::relu_fn::forward(xs, y);
+  detail::relu_fn::backward(xs, dy, dx);  // (the derivative as a function of the values in xs)
+  std::vector<float> wide(y.data(), y.data() + n), got_dx(n);
+  std::vector<bf16> expected(n), got(n);
+  detail::narrow(wide.data(), n, expected.data());
+  const auto forward = [](auto pack, auto v) { return detail::relu_fn::forward_pack<decltype(pack)>(v); };
+  const auto backward = [](auto pack, auto v, auto d) { return detail::relu_fn::backward_pack<decltype(pack)>(v, d); };
+  detail::map_bf16(x.data(), n, got.data(), forward);
+  detail::map_bf16_gradient(x.data(), dy.data(), n, got_dx.data(), backward);
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(got[i].bits, expected[i].bits) << "relu of bf16 bits " << x[i].bits;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(got_dx[i]), std::bit_cast<std::uint32_t>(dx[i]))
+        << "relu' at bf16 bits " << x[i].bits;
+  }
+  const auto negative_zero = std::find_if(x.begin(), x.end(), [](bf16 v) { return v.bits == 0x8000; }) - x.begin();
+  ASSERT_LT(negative_zero, static_cast<std::ptrdiff_t>(n));
+  EXPECT_EQ(got[static_cast<std::size_t>(negative_zero)].bits, 0x8000) << "relu(-0) is -0, as Eigen's max(x, 0) gives";
 }
 
 using mlp = model<input<2, 2>, flatten, dense<32>, relu, dense<16>, relu, dense<3>>;
