@@ -365,6 +365,64 @@ TEST(bf16, relu_on_bf16_activations_gives_the_bits_of_its_f32_function) {
   EXPECT_EQ(got[static_cast<std::size_t>(negative_zero)].bits, 0x8000) << "relu(-0) is -0, as Eigen's max(x, 0) gives";
 }
 
+template <class... P>
+detail::parameter_layout<P...> layout_for(param_list<P...>);
+
+/// layer_norm bound to In (last extent D), run on bf16 activations and on
+/// their widened values in f32. A row it widens is computed as an f32 row
+/// is: the gradients have the same bits and the output is the f32 output
+/// rounded as detail::narrow rounds it. A row too long to widen on the
+/// stack is read in place: the same values, but the compiler may contract
+/// its sums differently, so there the results agree to a few f32 ulps (and
+/// the output to one bf16 ulp).
+template <class In, bool SameBits>
+void expect_layer_norm_on_bf16_rows_as_on_f32_rows() {
+  using bound = layer_norm::bind<In, 1>;
+  using layout = decltype(layout_for(typename bound::parameters{}));
+  constexpr std::size_t B = 2, n = In::size * B;
+  rng g(11);
+  std::vector<float> w(layout::buffer_size), dw_f32(layout::buffer_size, 0.0f), dw_bf16(dw_f32);
+  for (auto& v : w) v = static_cast<float>(g.uniform(-2, 2));
+  std::vector<bf16> xb(n), yb(n), want(n);
+  std::vector<float> xf(n), yf(n), dy(n), dx_f32(n), dx_bf16(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    xb[i] = bf16::from(static_cast<float>(g.uniform(-3, 3) + (i % 7 == 0 ? 40.0 : 0.0)));
+    xf[i] = static_cast<float>(xb[i]);
+    dy[i] = static_cast<float>(g.uniform(-1, 1));
+  }
+  detail::layer_context<float, B, layout> f;
+  f.x = xf.data(), f.y = yf.data(), f.dy = dy.data(), f.dx = dx_f32.data(), f.w = w.data(), f.dw = dw_f32.data();
+  detail::layer_context<float, B, layout, detail::parameter_layout<>, bf16> h;
+  h.x = xb.data(), h.y = yb.data(), h.dy = dy.data(), h.dx = dx_bf16.data(), h.w = w.data(), h.dw = dw_bf16.data();
+  bound::forward(f), bound::backward(f);
+  bound::forward(h), bound::backward(h);
+  detail::narrow(yf.data(), n, want.data());
+  const auto same = [](float a, float b) {
+    if constexpr (SameBits) {
+      return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+    } else {
+      return std::abs(a - b) <= 1e-5f * (1.0f + std::abs(b));
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    if constexpr (SameBits) {
+      ASSERT_EQ(yb[i].bits, want[i].bits) << "output " << i;
+    } else {
+      const float a = static_cast<float>(yb[i]), b = static_cast<float>(want[i]);
+      ASSERT_LE(std::abs(a - b), 0x1.0p-7f * std::abs(b)) << "output " << i;
+    }
+    ASSERT_TRUE(same(dx_bf16[i], dx_f32[i])) << "dx " << i << ": " << dx_bf16[i] << " against " << dx_f32[i];
+  }
+  for (std::size_t i = 0; i < w.size(); ++i)
+    ASSERT_TRUE(same(dw_bf16[i], dw_f32[i])) << "gradient " << i << ": " << dw_bf16[i] << " against " << dw_f32[i];
+}
+
+TEST(bf16, layer_norm_computes_a_bf16_row_as_it_computes_an_f32_row) {
+  expect_layer_norm_on_bf16_rows_as_on_f32_rows<shape<3, 40>, true>();
+  expect_layer_norm_on_bf16_rows_as_on_f32_rows<shape<5, 64>, true>();
+  expect_layer_norm_on_bf16_rows_as_on_f32_rows<shape<2100>, false>();
+}
+
 using mlp = model<input<2, 2>, flatten, dense<32>, relu, dense<16>, relu, dense<3>>;
 
 TEST(bf16, a_program_keeps_f32_master_weights) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/lane_sum.hpp>
@@ -77,39 +78,66 @@ struct layer_norm {
       const T* g = c.template param<gain_tag>();
       const T* b = c.template param<bias_tag>();
       for (std::size_t r = 0; r < rows * Ctx::batch; ++r) {
-        const A* x = c.x + r * D;
-        A* y = c.y + r * D;
-        T mean, rstd;
-        statistics(x, mean, rstd);
-        for (std::size_t i = 0; i < D; ++i)
-          y[i] = detail::stored_as<A>((detail::value_of(x[i]) - mean) * rstd * g[i] + b[i]);
+        if constexpr (widens_rows<A>) {
+          alignas(64) T xs[D], ys[D];
+          detail::widen(c.x + r * D, D, xs);
+          forward_row(xs, ys, g, b);
+          detail::narrow(ys, D, c.y + r * D);
+        } else {
+          forward_row(c.x + r * D, c.y + r * D, g, b);
+        }
       }
     }
 
     template <class Ctx>
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
+      using A = typename Ctx::activation;
+      for (std::size_t r = 0; r < rows * Ctx::batch; ++r) {
+        T* dx = c.dx ? c.dx + r * D : nullptr;
+        if constexpr (widens_rows<A>) {
+          alignas(64) T xs[D];
+          detail::widen(c.x + r * D, D, xs);
+          backward_row(c, xs, c.dy + r * D, dx);
+        } else {
+          backward_row(c, c.x + r * D, c.dy + r * D, dx);
+        }
+      }
+    }
+
+   private:
+    /// bf16 activations: a row is widened into f32 once (exactly) and
+    /// computed on as f32 rows are, its output rounded as other layers'
+    /// are (detail::narrow), rather than each value widened where it is
+    /// read; a row of over 2048 values is read in place.
+    template <class A>
+    static constexpr bool widens_rows = std::is_same_v<A, bf16> && D <= 2048;
+
+    template <class X, class T, class Y>
+    static void forward_row(const X* x, Y* y, const T* g, const T* b) {
+      T mean, rstd;
+      statistics(x, mean, rstd);
+      for (std::size_t i = 0; i < D; ++i) y[i] = detail::stored_as<Y>((detail::value_of(x[i]) - mean) * rstd * g[i] + b[i]);
+    }
+
+    template <class Ctx, class X, class T>
+    static void backward_row(const Ctx& c, const X* x, const T* dy, T* dx) {
+      using detail::value_of;
       const T* g = c.template param<gain_tag>();
       T* dg = c.template grad<gain_tag>();
       T* db = c.template grad<bias_tag>();
-      using detail::value_of;
-      for (std::size_t r = 0; r < rows * Ctx::batch; ++r) {
-        const auto* x = c.x + r * D;
-        const T* dy = c.dy + r * D;
-        T mean, rstd;
-        statistics(x, mean, rstd);
+      T mean, rstd;
+      statistics(x, mean, rstd);
+      for (std::size_t i = 0; i < D; ++i) {
+        dg[i] += dy[i] * ((value_of(x[i]) - mean) * rstd);
+        db[i] += dy[i];
+      }
+      const T sum_dxhat = lane_sum<T>([&](std::size_t i) { return dy[i] * g[i]; });
+      const T sum_dxhat_xhat = lane_sum<T>([&](std::size_t i) { return dy[i] * g[i] * ((value_of(x[i]) - mean) * rstd); });
+      if (dx) {
         for (std::size_t i = 0; i < D; ++i) {
-          dg[i] += dy[i] * ((value_of(x[i]) - mean) * rstd);
-          db[i] += dy[i];
-        }
-        const T sum_dxhat = lane_sum<T>([&](std::size_t i) { return dy[i] * g[i]; });
-        const T sum_dxhat_xhat =
-            lane_sum<T>([&](std::size_t i) { return dy[i] * g[i] * ((value_of(x[i]) - mean) * rstd); });
-        if (c.dx) {
-          for (std::size_t i = 0; i < D; ++i) {
-            const T xhat = (value_of(x[i]) - mean) * rstd;
-            c.dx[r * D + i] = rstd * (dy[i] * g[i] - (sum_dxhat + xhat * sum_dxhat_xhat) / T(D));
-          }
+          const T xhat = (value_of(x[i]) - mean) * rstd;
+          dx[i] = rstd * (dy[i] * g[i] - (sum_dxhat + xhat * sum_dxhat_xhat) / T(D));
         }
       }
     }
