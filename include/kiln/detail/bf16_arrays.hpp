@@ -9,9 +9,7 @@
 // 2⁻¹²⁶ ≈ 1.2e-38 in magnitude, to zero; every element of an array, tail
 // included, is rounded by it there); other AVX-512 targets (F and BW) round
 // 16 at a time with integer arithmetic, bit for bit as kiln::bf16::from,
-// AVX2 targets 8 at a time; elsewhere the scalar conversion. map_bf16 and
-// map_bf16_gradient apply an element-wise function to bf16 activations in
-// registers, widening and rounding each vector where it is loaded.
+// AVX2 targets 8 at a time; elsewhere the scalar conversion.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -23,7 +21,6 @@
 
 #include <kiln/bf16.hpp>
 #include <kiln/detail/avx512.hpp>
-#include <kiln/detail/vector_packs.hpp>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -125,26 +122,16 @@ inline void narrow8(const float* in, __m256 bias, bf16* out) noexcept {
 
 #if defined(__AVX512BF16__) || (defined(__AVX512F__) && defined(__AVX512BW__))
 #define KILN_NARROW16 1
-/// The `count` (≤ 16) first lanes of v rounded into out[0, count).
-inline void store_rounded16(bf16* out, __m512 v, std::size_t count) noexcept {
-#if defined(__AVX512BF16__)
-  const __m512i rounded = _mm512_castsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
-#else
-  const __m512i rounded = _mm512_castsi256_si512(_mm512_cvtepi32_epi16(bf16_bits_of(v)));
-#endif
-  const __mmask16 m = avx512::lanes(static_cast<std::ptrdiff_t>(count));
-  _mm512_mask_storeu_epi16(out, static_cast<__mmask32>(m), rounded);  // (16-bit lanes, AVX-512BW)
-}
-/// in[0, count) (count ≤ 16) widened into the first lanes, zeros after.
-inline __m512 load_widened16(const bf16* in, std::size_t count) noexcept {
-  const auto m = static_cast<__mmask32>(avx512::lanes(static_cast<std::ptrdiff_t>(count)));
-  const __m256i h = _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(m, in));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 /// out[l] = bf16(in[l] + bias[l]) for the `count` (≤ 16) first lanes.
 inline void narrow16(const float* in, __m512 bias, std::size_t count, bf16* out) noexcept {
   const __mmask16 m = avx512::lanes(static_cast<std::ptrdiff_t>(count));
-  store_rounded16(out, _mm512_add_ps(_mm512_maskz_loadu_ps(m, in), bias), count);
+  const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(m, in), bias);
+#if defined(__AVX512BF16__)
+  const __m512i rounded = _mm512_castsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(sum)));
+#else
+  const __m512i rounded = _mm512_castsi256_si512(_mm512_cvtepi32_epi16(bf16_bits_of(sum)));
+#endif
+  _mm512_mask_storeu_epi16(out, static_cast<__mmask32>(m), rounded);  // (16-bit lanes, AVX-512BW)
 }
 #endif
 
@@ -219,56 +206,6 @@ inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, 
     for (std::size_t i = 0; i < rows; ++i) o[i] = bf16::from(col[i] + bias[i]);
 #endif
   }
-}
-
-/// y[i] = bf16(f(x[i])) for i < n, in registers: each vector of x is widened,
-/// given to f as f(P{}, v) for the vmath pack P of that width
-/// (detail/vector_packs.hpp), and rounded into y as narrow rounds (every
-/// lane, tail included, the same way) — no f32 block in between. f must
-/// give a lane the same bits in every pack, as vmath's functions do.
-template <class F>
-void map_bf16(const bf16* x, std::size_t n, bf16* y, F f) noexcept {
-#if defined(KILN_NARROW16)
-  for (std::size_t i = 0; i < n; i += 16) {
-    const std::size_t count = std::min<std::size_t>(16, n - i);
-    store_rounded16(y + i, f(vmath::avx512_pack{}, load_widened16(x + i, count)), count);
-  }
-#else
-  std::size_t i = 0;
-#if defined(KILN_NARROW8) && defined(__FMA__)
-  for (const std::size_t whole = n - n % 8; i < whole; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
-    const __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    const __m256i bits = bf16_bits_of(f(vmath::avx2_pack{}, v));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                     _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1)));
-  }
-#endif
-  for (; i < n; ++i) y[i] = bf16::from(f(vmath::scalar_pack{}, static_cast<float>(x[i])));
-#endif
-}
-
-/// dx[i] = g(v[i], dy[i]) for i < n, each vector of the bf16 values v widened
-/// in registers: g(P{}, v, dy) for the vmath pack P of that width (lanes
-/// past the native width's multiple one at a time). g must give a lane the
-/// same bits in every pack.
-template <class G>
-void map_bf16_gradient(const bf16* v, const float* dy, std::size_t n, float* dx, G g) noexcept {
-  std::size_t i = 0;
-#if defined(__AVX512F__)
-  for (const std::size_t whole = n - n % 16; i < whole; i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i));
-    const __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    _mm512_storeu_ps(dx + i, g(vmath::avx512_pack{}, w, _mm512_loadu_ps(dy + i)));
-  }
-#elif defined(__AVX2__) && defined(__FMA__)
-  for (const std::size_t whole = n - n % 8; i < whole; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i));
-    const __m256 w = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    _mm256_storeu_ps(dx + i, g(vmath::avx2_pack{}, w, _mm256_loadu_ps(dy + i)));
-  }
-#endif
-  for (; i < n; ++i) dx[i] = g(vmath::scalar_pack{}, static_cast<float>(v[i]), dy[i]);
 }
 
 }  // namespace kiln::detail

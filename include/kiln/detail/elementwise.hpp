@@ -33,10 +33,7 @@ namespace kiln::detail {
 /// `forward_of_bf16_values(x, y)` called instead of `forward`, and (if it
 /// declares `needs_input`) `backward_from_bf16_input(x, dy, dx)` instead of
 /// `backward_from_input`: the same results, looked up
-/// (detail/bf16_value_table.hpp). One with pack-wise twins of its
-/// functions, `forward_pack<P>(x)` and `backward_pack<P>(v, dy)` over a
-/// vmath pack P (detail/vector_packs.hpp) giving the same bits, runs on bf16
-/// activations in registers (detail::map_bf16): no widened block.
+/// (detail/bf16_value_table.hpp).
 template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;
@@ -52,10 +49,7 @@ struct elementwise_layer {
     static void forward(const Ctx& c) {
       using A = Eigen::Array<typename Ctx::scalar, Eigen::Dynamic, 1>;
       constexpr auto n = static_cast<Eigen::Index>(In::size * Ctx::batch);
-      if constexpr (Ctx::bf16_activations && in_packs) {
-        map_bf16(c.x, static_cast<std::size_t>(n), c.y,
-                 [](auto pack, auto x) { return Fn::template forward_pack<decltype(pack)>(x); });
-      } else if constexpr (Ctx::bf16_activations) {
+      if constexpr (Ctx::bf16_activations) {
         alignas(64) float xs[block], ys[block];
         for (Eigen::Index i = 0; i < n; i += block) {
           const Eigen::Index m = std::min<Eigen::Index>(block, n - i);
@@ -84,10 +78,6 @@ struct elementwise_layer {
         Eigen::Map<A> out(c.dx, n);
         Fn::backward_from_input_and_output(Eigen::Map<const A>(c.x, n), Eigen::Map<const A>(c.y, n),
                                            Eigen::Map<const A>(c.dy, n), out);
-      } else if constexpr (Ctx::bf16_activations && in_packs) {
-        map_bf16_gradient(v, c.dy, static_cast<std::size_t>(n), c.dx, [](auto pack, auto w, auto dy) {
-          return Fn::template backward_pack<decltype(pack)>(w, dy);
-        });
       } else if constexpr (Ctx::bf16_activations) {
         alignas(64) float vs[block];
         for (Eigen::Index i = 0; i < n; i += block) {
@@ -108,10 +98,6 @@ struct elementwise_layer {
    private:
     static constexpr Eigen::Index block = 256;  ///< bf16: values widened at a time
     static constexpr bool tabulated = requires { Fn::tabulates_bf16_values; };
-    static constexpr bool in_packs = requires(vmath::scalar_pack::v x) {
-      Fn::template forward_pack<vmath::scalar_pack>(x);
-      Fn::template backward_pack<vmath::scalar_pack>(x, x);
-    };
     template <bool FromInput, class V, class DY, class T>
     static void backward_block(const V& v, const DY& dy, T* dx, Eigen::Index n) {
       Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(dx, n);

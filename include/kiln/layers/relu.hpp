@@ -24,16 +24,6 @@ struct relu_fn {
   static void backward(const Yv& y, const DY& dy, DX& dx) {
     dx = (y > typename Yv::Scalar(0)).select(dy, typename Yv::Scalar(0));
   }
-  // The same, a vmath pack at a time (bf16 activations: detail::map_bf16).
-  // P::max(0, x) is MAXPS(0, x), Eigen's x.max(0): x where x is NaN or ±0.
-  template <class P>
-  static typename P::v forward_pack(typename P::v x) {
-    return P::max(P::set(0.0f), x);
-  }
-  template <class P>
-  static typename P::v backward_pack(typename P::v y, typename P::v dy) {
-    return P::select(P::less(P::set(0.0f), y), dy, P::set(0.0f));
-  }
 };
 }  // namespace detail
 
