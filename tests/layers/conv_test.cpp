@@ -141,10 +141,10 @@ TYPED_TEST(max_pool_contract, ties_go_to_the_first_maximum_and_nan_propagates) {
 }
 
 // Where the output rows are as wide as the input's (stride 1, 'same'
-// width), the unfold copies whole shifted planes and zeroes the padding
-// columns after: each output against the definition, in f32, for kernels 3
-// and 5, planes narrower and wider than a vector, and more padding than the
-// plane is wide.
+// width), each row's window of the unfold may be stored as whole vectors
+// running on into the next rows of its column: each output against the
+// definition, in f32, for kernels 3, 5 and 7, planes narrower and wider
+// than a vector, and more padding than the plane is wide.
 template <class Net>
 void expect_forward_matches_the_definition(std::size_t channels, std::size_t filters, std::size_t height,
                                            std::size_t width, std::size_t kernel, std::size_t pad) {

@@ -9,7 +9,8 @@
 // 2⁻¹²⁶ ≈ 1.2e-38 in magnitude, to zero; every element of an array, tail
 // included, is rounded by it there); other AVX-512 targets (F and BW) round
 // 16 at a time with integer arithmetic, bit for bit as kiln::bf16::from,
-// AVX2 targets 8 at a time; elsewhere the scalar conversion.
+// AVX2 targets without AVX-512 8 at a time; elsewhere (AVX-512F without BW
+// included) the scalar conversion.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 

@@ -109,7 +109,10 @@ struct layer_norm {
     /// bf16 activations: a row is widened into f32 once (exactly) and
     /// computed on as f32 rows are, its output rounded as other layers'
     /// are (detail::narrow), rather than each value widened where it is
-    /// read; a row of over 2048 values is read in place.
+    /// read. The row and its output are on the stack (at most 16 KiB); a
+    /// row of over 2048 values is read in place, each value widened where
+    /// it is read and each output rounded by bf16::from (which, unlike
+    /// narrow with AVX512-BF16, keeps a subnormal output).
     template <class A>
     static constexpr bool widens_rows = std::is_same_v<A, bf16> && D <= 2048;
 
