@@ -93,14 +93,17 @@ struct layer_norm {
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
       using A = typename Ctx::activation;
+      const T* g = c.template param<gain_tag>();
+      T* dg = c.template grad<gain_tag>();
+      T* db = c.template grad<bias_tag>();
       for (std::size_t r = 0; r < rows * Ctx::batch; ++r) {
         T* dx = c.dx ? c.dx + r * D : nullptr;
         if constexpr (widens_rows<A>) {
           alignas(64) T xs[D];
           detail::widen(c.x + r * D, D, xs);
-          backward_row(c, xs, c.dy + r * D, dx);
+          backward_row(xs, c.dy + r * D, dx, g, dg, db);
         } else {
-          backward_row(c, c.x + r * D, c.dy + r * D, dx);
+          backward_row(c.x + r * D, c.dy + r * D, dx, g, dg, db);
         }
       }
     }
@@ -116,19 +119,19 @@ struct layer_norm {
     template <class A>
     static constexpr bool widens_rows = std::is_same_v<A, bf16> && D <= 2048;
 
-    template <class X, class T, class Y>
+    /// One row: x (the scalar, or bf16 storage) into y, with gain g and bias b.
+    template <class X, class Y, class T>
     static void forward_row(const X* x, Y* y, const T* g, const T* b) {
       T mean, rstd;
       statistics(x, mean, rstd);
-      for (std::size_t i = 0; i < D; ++i) y[i] = detail::stored_as<Y>((detail::value_of(x[i]) - mean) * rstd * g[i] + b[i]);
+      for (std::size_t i = 0; i < D; ++i)
+        y[i] = detail::stored_as<Y>((detail::value_of(x[i]) - mean) * rstd * g[i] + b[i]);
     }
 
-    template <class Ctx, class X, class T>
-    static void backward_row(const Ctx& c, const X* x, const T* dy, T* dx) {
+    /// One row's gradients: dγ, dβ (+)= its terms; dx (when not null) from dy.
+    template <class X, class T>
+    static void backward_row(const X* x, const T* dy, T* dx, const T* g, T* dg, T* db) {
       using detail::value_of;
-      const T* g = c.template param<gain_tag>();
-      T* dg = c.template grad<gain_tag>();
-      T* db = c.template grad<bias_tag>();
       T mean, rstd;
       statistics(x, mean, rstd);
       for (std::size_t i = 0; i < D; ++i) {
@@ -136,7 +139,8 @@ struct layer_norm {
         db[i] += dy[i];
       }
       const T sum_dxhat = lane_sum<T>([&](std::size_t i) { return dy[i] * g[i]; });
-      const T sum_dxhat_xhat = lane_sum<T>([&](std::size_t i) { return dy[i] * g[i] * ((value_of(x[i]) - mean) * rstd); });
+      const T sum_dxhat_xhat =
+          lane_sum<T>([&](std::size_t i) { return dy[i] * g[i] * ((value_of(x[i]) - mean) * rstd); });
       if (dx) {
         for (std::size_t i = 0; i < D; ++i) {
           const T xhat = (value_of(x[i]) - mean) * rstd;
