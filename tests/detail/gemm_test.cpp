@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -252,6 +253,14 @@ void check_small_bits() {
         check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
         check_every_transposition<small_route<Ops, route::transposed>>(m, n, k, acc, seed, unused, scratch, 1);
       }
+  // Shallow products whose op(B) (or op(A), transposed) does not fit in L1:
+  // a chunk of columns at a time (300 columns 40 deep: 3 chunks of 100).
+  for (const auto& [m, n, k] : {std::array<index, 3>{100, 300, 40}, {37, 200, 64}, {2 * Ops::W + 1, 129, 33}}) {
+    const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
+    const bool acc = ++seed % 2 == 0;
+    check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
+    check_every_transposition<small_route<Ops, route::transposed>>(n, m, k, !acc, seed, unused, scratch, 1);
+  }
 }
 
 /// Which products take which route: the MLP's 10-class head and its
@@ -265,7 +274,14 @@ void check_small_routes() {
   EXPECT_EQ(choose<Ops>(128, 64, 10), route::direct);      // the input gradient through it: 10 deep
   EXPECT_EQ(choose<Ops>(784, 16, 25), route::direct);      // the first convolution: 25 taps
   EXPECT_EQ(choose<Ops>(256, 64, 784), route::blocked);
-  EXPECT_EQ(choose<Ops>(784, 256, 64), route::blocked);
+  // the first layer's weight gradient, 64 deep (batch 64), and 32 (replicate<2>): in chunks, with AVX-512
+  const route shallow = Ops::chunks_shallow_products ? route::direct : route::blocked;
+  EXPECT_EQ(choose<Ops>(784, 256, 64), shallow);
+  EXPECT_EQ(choose<Ops>(784, 256, 32), shallow);
+  EXPECT_EQ(choose<Ops>(256, 128, 64), shallow);
+  EXPECT_EQ(choose<Ops>(784, 256, 65), route::blocked);
+  EXPECT_EQ(choose<Ops>(1568, 256, 64), route::blocked);  // A too large to be read once per chunk
+  EXPECT_EQ(choose<Ops>(256, 2048, 64), route::blocked);  // op(B) more than 4 chunks (a transformer's 64 wide)
   EXPECT_EQ(choose<Ops>(256, 64, 128), route::blocked);
 }
 

@@ -16,6 +16,14 @@
 // product Cᵀ = op(B)ᵀ·op(A)ᵀ is computed the same way, with the batch along
 // the lanes, and each tile is transposed in registers as it is stored.
 //
+// With AVX-512 (Ops::chunks_shallow_products), a shallow product (k ≤ 64: a
+// weight gradient over a batch of 64 or less, 784 × 256 × 64) whose op(B)
+// is up to 4 times that takes the direct route too, a chunk of op(B)'s
+// columns at a time, each chunk small enough to stay in L1; A is read once
+// per chunk. At such depths packing is a large share of the product: on
+// Zen 4, 784 × 256 × 64 went from 85–86 % of the FMA peak to 89–95 %
+// (kiln_gemm_benchmarks; docs/performance.md).
+//
 // The sums are those of the blocked kernels, bit for bit: per block of depth
 // (the same blocks, even_block(k, gemm_kc, 16)), one chain of fused
 // multiply-adds from zero, added to C (or stored, for the first block of an
@@ -47,12 +55,18 @@ inline constexpr std::ptrdiff_t small_operand_floats = 4096;
 /// Floats of the other operand read in place more than twice (it is read
 /// once per column tile): beyond an L2's share, blocking pays.
 inline constexpr std::ptrdiff_t reread_floats = 65536;
+/// The deepest product that takes the direct route a chunk of columns at a
+/// time (with Ops::chunks_shallow_products), and the most chunks.
+inline constexpr std::ptrdiff_t shallow_depth = 64, shallow_chunks = 4;
 
 /// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops.
 template <class Ops>
 constexpr route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   if (k * n <= small_operand_floats && (n <= 2 * Ops::cols || m * k <= reread_floats)) return route::direct;
   if (k * m <= small_operand_floats && (m <= 2 * Ops::cols || n * k <= reread_floats)) return route::transposed;
+  if (Ops::chunks_shallow_products && k <= shallow_depth && k * n <= shallow_chunks * small_operand_floats &&
+      m * k <= reread_floats)
+    return route::direct;  // (in chunks of columns)
   return route::blocked;
 }
 
@@ -148,44 +162,49 @@ void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, s
          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
   constexpr std::ptrdiff_t W = Ops::W, R = 2 * W;
   constexpr auto widths = std::make_integer_sequence<int, Ops::cols>{};
-  const std::ptrdiff_t kc_block = even_block(k, gemm_kc, 16), tiles = (n + Ops::cols - 1) / Ops::cols;
+  const std::ptrdiff_t kc_block = even_block(k, gemm_kc, 16);
+  // op(B)'s columns in equal chunks that stay in L1 (all of them when it is small)
+  const std::ptrdiff_t chunk_block = even_block(n, std::max<std::ptrdiff_t>(Ops::cols, small_operand_floats / k), 1);
   // a tile's sums on their way to a ragged or transposed C (columns past the tile's stay zero)
   alignas(64) float t[R * ((Ops::cols + W - 1) / W * W)] = {};
-  for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
-    const std::ptrdiff_t kc = std::min(kc_block, k - pc);
-    const bool add = pc > 0 || !overwrite;
-    const float* b_depth = TransB ? b + pc * ldb : b + pc;
-    for (std::ptrdiff_t i0 = 0; i0 < m; i0 += R) {
-      // the tile's rows of A (two vectors, or one for the last W or fewer):
-      // in place, or (transposed, or short of a tile) copied column-major
-      // and zero-padded, once for all its columns
-      const std::ptrdiff_t rows = std::min(R, m - i0), tall = rows > W ? R : W;
-      const float* a_tile = scratch;
-      std::ptrdiff_t ld_tile = tall;
-      if constexpr (TransA) {
-        copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall);
-      } else if (const float* in_place = a + i0 + pc * lda; rows == tall) {
-        a_tile = in_place;
-        ld_tile = lda;
-      } else {
-        for (std::ptrdiff_t p = 0; p < kc; ++p) {
-          std::copy(in_place + p * lda, in_place + p * lda + rows, scratch + p * tall);
-          std::fill(scratch + p * tall + rows, scratch + (p + 1) * tall, 0.0f);
-        }
-      }
-      for (std::ptrdiff_t tile_index = 0, j0 = 0; tile_index < tiles; ++tile_index) {
-        const std::ptrdiff_t cols = n / tiles + (tile_index < n % tiles ? 1 : 0);
-        const float* b_cols = TransB ? b_depth + j0 : b_depth + j0 * ldb;
-        const bool in_c = !TransC && rows == tall;
-        float* out = in_c ? c + i0 + j0 * ldc : t;
-        const std::ptrdiff_t ld_out = in_c ? ldc : R;
-        if (tall == R) {
-          tile_of_width<Ops, 2, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
+  for (std::ptrdiff_t jc = 0; jc < n; jc += chunk_block) {
+    const std::ptrdiff_t chunk = std::min(chunk_block, n - jc), tiles = (chunk + Ops::cols - 1) / Ops::cols;
+    for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
+      const std::ptrdiff_t kc = std::min(kc_block, k - pc);
+      const bool add = pc > 0 || !overwrite;
+      const float* b_depth = TransB ? b + jc + pc * ldb : b + pc + jc * ldb;
+      for (std::ptrdiff_t i0 = 0; i0 < m; i0 += R) {
+        // the tile's rows of A (two vectors, or one for the last W or fewer):
+        // in place, or (transposed, or short of a tile) copied column-major
+        // and zero-padded, once for all the chunk's columns
+        const std::ptrdiff_t rows = std::min(R, m - i0), tall = rows > W ? R : W;
+        const float* a_tile = scratch;
+        std::ptrdiff_t ld_tile = tall;
+        if constexpr (TransA) {
+          copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall);
+        } else if (const float* in_place = a + i0 + pc * lda; rows == tall) {
+          a_tile = in_place;
+          ld_tile = lda;
         } else {
-          tile_of_width<Ops, 1, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
+          for (std::ptrdiff_t p = 0; p < kc; ++p) {
+            std::copy(in_place + p * lda, in_place + p * lda + rows, scratch + p * tall);
+            std::fill(scratch + p * tall + rows, scratch + (p + 1) * tall, 0.0f);
+          }
         }
-        if (!in_c) merge_tile<Ops, TransC>(t, rows, cols, TransC ? c + j0 + i0 * ldc : c + i0 + j0 * ldc, ldc, add);
-        j0 += cols;
+        for (std::ptrdiff_t tile_index = 0, j0 = 0; tile_index < tiles; ++tile_index) {
+          const std::ptrdiff_t cols = chunk / tiles + (tile_index < chunk % tiles ? 1 : 0), j = jc + j0;
+          const float* b_cols = TransB ? b_depth + j0 : b_depth + j0 * ldb;
+          const bool in_c = !TransC && rows == tall;
+          float* out = in_c ? c + i0 + j * ldc : t;
+          const std::ptrdiff_t ld_out = in_c ? ldc : R;
+          if (tall == R) {
+            tile_of_width<Ops, 2, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
+          } else {
+            tile_of_width<Ops, 1, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
+          }
+          if (!in_c) merge_tile<Ops, TransC>(t, rows, cols, TransC ? c + j + i0 * ldc : c + i0 + j * ldc, ldc, add);
+          j0 += cols;
+        }
       }
     }
   }

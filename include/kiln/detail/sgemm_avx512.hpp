@@ -107,6 +107,9 @@ struct small_ops {
   using vec = __m512;
   static constexpr std::ptrdiff_t W = 16;
   static constexpr int cols = 10;
+  /// Shallow products with a larger op(B) take the direct route in chunks
+  /// (detail/gemm_small.hpp): faster than the blocked kernel at 16 lanes.
+  static constexpr bool chunks_shallow_products = true;
   static vec zero() { return _mm512_setzero_ps(); }
   static vec load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
