@@ -253,8 +253,9 @@ void check_small_bits() {
         check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
         check_every_transposition<small_route<Ops, route::transposed>>(m, n, k, acc, seed, unused, scratch, 1);
       }
-  // Shallow products whose op(B) (or op(A), transposed) does not fit in L1:
-  // a chunk of columns at a time (300 columns 40 deep: 3 chunks of 100).
+  // Shallow products whose op(B) does not fit in L1: a chunk of columns at a
+  // time (300 columns 40 deep: 3 chunks of 100); and the same chunks through
+  // the transposed route (which choose() picks only for a small op(A)).
   for (const auto& [m, n, k] : {std::array<index, 3>{100, 300, 40}, {37, 200, 64}, {2 * Ops::W + 1, 129, 33}}) {
     const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
     const bool acc = ++seed % 2 == 0;
@@ -281,6 +282,10 @@ void check_small_routes() {
   EXPECT_EQ(choose<Ops>(256, 128, 64), shallow);
   EXPECT_EQ(choose<Ops>(784, 256, 65), route::blocked);
   EXPECT_EQ(choose<Ops>(1568, 256, 64), route::blocked);  // A too large to be read once per chunk
+  EXPECT_EQ(choose<Ops>(1025, 256, 64), route::blocked);  // (65,600 floats of A: just too large)
+  EXPECT_EQ(choose<Ops>(256, 257, 64), route::blocked);   // op(B) in 5 chunks of 64 columns
+  EXPECT_EQ(choose<Ops>(256, 273, 60), route::blocked);   // 5 chunks of 68
+  EXPECT_EQ(choose<Ops>(196, 400, 32), shallow);          // the CNN's second input gradient
   EXPECT_EQ(choose<Ops>(256, 2048, 64), route::blocked);  // op(B) more than 4 chunks (a transformer's 64 wide)
   EXPECT_EQ(choose<Ops>(256, 64, 128), route::blocked);
 }

@@ -18,11 +18,11 @@
 //
 // With AVX-512 (Ops::chunks_shallow_products), a shallow product (k ≤ 64: a
 // weight gradient over a batch of 64 or less, 784 × 256 × 64) whose op(B)
-// is up to 4 times that takes the direct route too, a chunk of op(B)'s
-// columns at a time, each chunk small enough to stay in L1; A is read once
-// per chunk. At such depths packing is a large share of the product: on
-// Zen 4, 784 × 256 × 64 went from 85–86 % of the FMA peak to 89–95 %
-// (kiln_gemm_benchmarks; docs/performance.md).
+// is larger than that, but at most 4 chunks of L1 size, and whose A is at
+// most reread_floats takes the direct route too, a chunk of op(B)'s columns
+// at a time; A is read once per chunk. At such depths packing is a large
+// share of the product: on Zen 4, 784 × 256 × 64 went from 85–86 % of the
+// FMA peak to 89–95 % (kiln_gemm_benchmarks; docs/performance.md).
 //
 // The sums are those of the blocked kernels, bit for bit: per block of depth
 // (the same blocks, even_block(k, gemm_kc, 16)), one chain of fused
@@ -59,13 +59,20 @@ inline constexpr std::ptrdiff_t reread_floats = 65536;
 /// time (with Ops::chunks_shallow_products), and the most chunks.
 inline constexpr std::ptrdiff_t shallow_depth = 64, shallow_chunks = 4;
 
+/// The most columns of op(B) (k deep) the direct route takes at a time: as
+/// many as stay in L1, at least one tile's.
+template <class Ops>
+constexpr std::ptrdiff_t chunk_columns(std::ptrdiff_t k) {
+  return std::max<std::ptrdiff_t>(Ops::cols, small_operand_floats / k);
+}
+
 /// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops.
 template <class Ops>
 constexpr route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   if (k * n <= small_operand_floats && (n <= 2 * Ops::cols || m * k <= reread_floats)) return route::direct;
   if (k * m <= small_operand_floats && (m <= 2 * Ops::cols || n * k <= reread_floats)) return route::transposed;
-  if (Ops::chunks_shallow_products && k <= shallow_depth && k * n <= shallow_chunks * small_operand_floats &&
-      m * k <= reread_floats)
+  if (Ops::chunks_shallow_products && k <= shallow_depth && m * k <= reread_floats &&
+      (n + chunk_columns<Ops>(k) - 1) / chunk_columns<Ops>(k) <= shallow_chunks)
     return route::direct;  // (in chunks of columns)
   return route::blocked;
 }
@@ -152,7 +159,8 @@ void merge_tile(const float* t, std::ptrdiff_t rows, std::ptrdiff_t cols, float*
   }
 }
 
-/// C(m×n) (+)= op(A)·op(B), op(B) small (route::direct), with C(i, j) at
+/// C(m×n) (+)= op(A)·op(B), op(B) small or the product shallow (route::direct,
+/// a chunk of chunk_columns(k) columns at a time), with C(i, j) at
 /// c[i + j·ldc], or TransC at c[j + i·ldc] (route::transposed, called with
 /// the operands swapped). `scratch` holds scratch_floats(m, n, k) of the
 /// product as the caller reserved it. With `overwrite` the first block of
@@ -162,9 +170,10 @@ void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, s
          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
   constexpr std::ptrdiff_t W = Ops::W, R = 2 * W;
   constexpr auto widths = std::make_integer_sequence<int, Ops::cols>{};
+  if (m <= 0 || n <= 0 || k <= 0) return;
   const std::ptrdiff_t kc_block = even_block(k, gemm_kc, 16);
   // op(B)'s columns in equal chunks that stay in L1 (all of them when it is small)
-  const std::ptrdiff_t chunk_block = even_block(n, std::max<std::ptrdiff_t>(Ops::cols, small_operand_floats / k), 1);
+  const std::ptrdiff_t chunk_block = even_block(n, chunk_columns<Ops>(k), 1);
   // a tile's sums on their way to a ragged or transposed C (columns past the tile's stay zero)
   alignas(64) float t[R * ((Ops::cols + W - 1) / W * W)] = {};
   for (std::ptrdiff_t jc = 0; jc < n; jc += chunk_block) {
