@@ -21,8 +21,9 @@
 // is larger than that, but at most 4 chunks of L1 size, and whose A is at
 // most reread_floats takes the direct route too, a chunk of op(B)'s columns
 // at a time; A is read once per chunk. At such depths packing is a large
-// share of the product: on Zen 4, 784 × 256 × 64 went from 85–86 % of the
-// FMA peak to 89–95 % (kiln_gemm_benchmarks; docs/performance.md).
+// share of the product: on Zen 4, 784 × 256 × 64 went from 88 % of the FMA
+// peak to 95 % (kiln_gemm_benchmarks before and after, 3 interleaved runs;
+// docs/performance.md).
 //
 // The sums are those of the blocked kernels, bit for bit: per block of depth
 // (the same blocks, even_block(k, gemm_kc, 16)), one chain of fused
@@ -159,64 +160,70 @@ void merge_tile(const float* t, std::ptrdiff_t rows, std::ptrdiff_t cols, float*
   }
 }
 
-/// C(m×n) (+)= op(A)·op(B), op(B) small or the product shallow (route::direct,
-/// a chunk of chunk_columns(k) columns at a time), with C(i, j) at
-/// c[i + j·ldc], or TransC at c[j + i·ldc] (route::transposed, called with
-/// the operands swapped). `scratch` holds scratch_floats(m, n, k) of the
-/// product as the caller reserved it. With `overwrite` the first block of
-/// depth stores C instead of adding to it.
+/// C(m×n) (+)= op(A)·op(B) for op(B) small enough to stay in L1, with
+/// C(i, j) at c[i + j·ldc], or TransC at c[j + i·ldc]. `scratch` holds
+/// scratch_floats of the product as the caller reserved it. With
+/// `overwrite` the first block of depth stores C instead of adding to it.
 template <class Ops, bool TransA, bool TransB, bool TransC>
-void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
-         std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
+void run_columns(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
+                 const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
   constexpr std::ptrdiff_t W = Ops::W, R = 2 * W;
   constexpr auto widths = std::make_integer_sequence<int, Ops::cols>{};
-  if (m <= 0 || n <= 0 || k <= 0) return;
-  const std::ptrdiff_t kc_block = even_block(k, gemm_kc, 16);
-  // op(B)'s columns in equal chunks that stay in L1 (all of them when it is small)
-  const std::ptrdiff_t chunk_block = even_block(n, chunk_columns<Ops>(k), 1);
+  const std::ptrdiff_t kc_block = even_block(k, gemm_kc, 16), tiles = (n + Ops::cols - 1) / Ops::cols;
   // a tile's sums on their way to a ragged or transposed C (columns past the tile's stay zero)
   alignas(64) float t[R * ((Ops::cols + W - 1) / W * W)] = {};
-  for (std::ptrdiff_t jc = 0; jc < n; jc += chunk_block) {
-    const std::ptrdiff_t chunk = std::min(chunk_block, n - jc), tiles = (chunk + Ops::cols - 1) / Ops::cols;
-    for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
-      const std::ptrdiff_t kc = std::min(kc_block, k - pc);
-      const bool add = pc > 0 || !overwrite;
-      const float* b_depth = TransB ? b + jc + pc * ldb : b + pc + jc * ldb;
-      for (std::ptrdiff_t i0 = 0; i0 < m; i0 += R) {
-        // the tile's rows of A (two vectors, or one for the last W or fewer):
-        // in place, or (transposed, or short of a tile) copied column-major
-        // and zero-padded, once for all the chunk's columns
-        const std::ptrdiff_t rows = std::min(R, m - i0), tall = rows > W ? R : W;
-        const float* a_tile = scratch;
-        std::ptrdiff_t ld_tile = tall;
-        if constexpr (TransA) {
-          copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall);
-        } else if (const float* in_place = a + i0 + pc * lda; rows == tall) {
-          a_tile = in_place;
-          ld_tile = lda;
+  for (std::ptrdiff_t pc = 0; pc < k; pc += kc_block) {
+    const std::ptrdiff_t kc = std::min(kc_block, k - pc);
+    const bool add = pc > 0 || !overwrite;
+    const float* b_depth = TransB ? b + pc * ldb : b + pc;
+    for (std::ptrdiff_t i0 = 0; i0 < m; i0 += R) {
+      // the tile's rows of A (two vectors, or one for the last W or fewer):
+      // in place, or (transposed, or short of a tile) copied column-major
+      // and zero-padded, once for all its columns
+      const std::ptrdiff_t rows = std::min(R, m - i0), tall = rows > W ? R : W;
+      const float* a_tile = scratch;
+      std::ptrdiff_t ld_tile = tall;
+      if constexpr (TransA) {
+        copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall);
+      } else if (const float* in_place = a + i0 + pc * lda; rows == tall) {
+        a_tile = in_place;
+        ld_tile = lda;
+      } else {
+        for (std::ptrdiff_t p = 0; p < kc; ++p) {
+          std::copy(in_place + p * lda, in_place + p * lda + rows, scratch + p * tall);
+          std::fill(scratch + p * tall + rows, scratch + (p + 1) * tall, 0.0f);
+        }
+      }
+      for (std::ptrdiff_t tile_index = 0, j0 = 0; tile_index < tiles; ++tile_index) {
+        const std::ptrdiff_t cols = n / tiles + (tile_index < n % tiles ? 1 : 0);
+        const float* b_cols = TransB ? b_depth + j0 : b_depth + j0 * ldb;
+        const bool in_c = !TransC && rows == tall;
+        float* out = in_c ? c + i0 + j0 * ldc : t;
+        const std::ptrdiff_t ld_out = in_c ? ldc : R;
+        if (tall == R) {
+          tile_of_width<Ops, 2, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
         } else {
-          for (std::ptrdiff_t p = 0; p < kc; ++p) {
-            std::copy(in_place + p * lda, in_place + p * lda + rows, scratch + p * tall);
-            std::fill(scratch + p * tall + rows, scratch + (p + 1) * tall, 0.0f);
-          }
+          tile_of_width<Ops, 1, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
         }
-        for (std::ptrdiff_t tile_index = 0, j0 = 0; tile_index < tiles; ++tile_index) {
-          const std::ptrdiff_t cols = chunk / tiles + (tile_index < chunk % tiles ? 1 : 0), j = jc + j0;
-          const float* b_cols = TransB ? b_depth + j0 : b_depth + j0 * ldb;
-          const bool in_c = !TransC && rows == tall;
-          float* out = in_c ? c + i0 + j * ldc : t;
-          const std::ptrdiff_t ld_out = in_c ? ldc : R;
-          if (tall == R) {
-            tile_of_width<Ops, 2, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
-          } else {
-            tile_of_width<Ops, 1, TransB>(widths, cols, kc, a_tile, ld_tile, b_cols, ldb, out, ld_out, in_c && add);
-          }
-          if (!in_c) merge_tile<Ops, TransC>(t, rows, cols, TransC ? c + j + i0 * ldc : c + i0 + j * ldc, ldc, add);
-          j0 += cols;
-        }
+        if (!in_c) merge_tile<Ops, TransC>(t, rows, cols, TransC ? c + j0 + i0 * ldc : c + i0 + j0 * ldc, ldc, add);
+        j0 += cols;
       }
     }
   }
+}
+
+/// The same for any op(B) the route takes (route::direct; route::transposed
+/// calls it with the operands swapped): run_columns on equal chunks of
+/// op(B)'s columns, at most chunk_columns(k) each (one chunk when op(B) is
+/// small).
+template <class Ops, bool TransA, bool TransB, bool TransC>
+void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
+         std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  const std::ptrdiff_t chunk = even_block(n, chunk_columns<Ops>(k), 1);
+  for (std::ptrdiff_t j = 0; j < n; j += chunk)
+    run_columns<Ops, TransA, TransB, TransC>(m, std::min(chunk, n - j), k, a, lda, TransB ? b + j : b + j * ldb, ldb,
+                                             TransC ? c + j : c + j * ldc, ldc, scratch, overwrite);
 }
 
 /// C(m×n, ldc) (+)= op(A)·op(B) by `route` (direct or transposed); the
