@@ -123,16 +123,23 @@ inline void narrow8(const float* in, __m256 bias, bf16* out) noexcept {
 
 #if defined(__AVX512BF16__) || (defined(__AVX512F__) && defined(__AVX512BW__))
 #define KILN_NARROW16 1
-/// out[l] = bf16(in[l] + bias[l]) for the `count` (≤ 16) first lanes.
+/// The 16 lanes of sum rounded to bf16, in the 16-bit lanes of the result.
+inline __m256i rounded16(__m512 sum) noexcept {
+#if defined(__AVX512BF16__)
+  return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(sum));
+#else
+  return _mm512_cvtepi32_epi16(bf16_bits_of(sum));
+#endif
+}
+/// out[l] = bf16(in[l] + bias[l]) for the 16 lanes.
+inline void narrow16(const float* in, __m512 bias, bf16* out) noexcept {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), rounded16(_mm512_add_ps(_mm512_loadu_ps(in), bias)));
+}
+/// The same for the `count` (< 16) first lanes.
 inline void narrow16(const float* in, __m512 bias, std::size_t count, bf16* out) noexcept {
   const __mmask16 m = avx512::lanes(static_cast<std::ptrdiff_t>(count));
   const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(m, in), bias);
-#if defined(__AVX512BF16__)
-  const __m512i rounded = _mm512_castsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(sum)));
-#else
-  const __m512i rounded = _mm512_castsi256_si512(_mm512_cvtepi32_epi16(bf16_bits_of(sum)));
-#endif
-  _mm512_mask_storeu_epi16(out, static_cast<__mmask32>(m), rounded);  // (16-bit lanes, AVX-512BW)
+  _mm512_mask_storeu_epi16(out, static_cast<__mmask32>(m), _mm512_castsi256_si512(rounded16(sum)));  // (AVX-512BW)
 }
 #endif
 
@@ -140,8 +147,12 @@ inline void narrow16(const float* in, __m512 bias, std::size_t count, bf16* out)
 /// x for every x, −0 included, where + 0 would make −0 a +0.)
 inline void narrow(const float* in, std::size_t n, bf16* out, float bias = -0.0f) noexcept {
 #if defined(KILN_NARROW16)
+  // (whole vectors unmasked, the tail masked: a masked store per vector
+  // costs the loop more than twice its time)
   const __m512 b = _mm512_set1_ps(bias);
-  for (std::size_t i = 0; i < n; i += 16) narrow16(in + i, b, std::min<std::size_t>(16, n - i), out + i);
+  std::size_t i = 0;
+  for (const std::size_t whole = n - n % 16; i < whole; i += 16) narrow16(in + i, b, out + i);
+  if (i < n) narrow16(in + i, b, n - i, out + i);
 #elif defined(KILN_NARROW8)
   const __m256 b = _mm256_set1_ps(bias);
   const std::size_t whole = n - n % 8;
@@ -194,8 +205,11 @@ inline void narrow_columns(const float* in, std::size_t rows, std::size_t cols, 
       continue;
     }
 #if defined(KILN_NARROW16)
-    for (std::size_t i = 0; i < rows; i += 16) {
-      const std::size_t count = std::min<std::size_t>(16, rows - i);
+    std::size_t i = 0;
+    for (const std::size_t whole = rows - rows % 16; i < whole; i += 16)
+      narrow16(col + i, _mm512_loadu_ps(bias + i), o + i);
+    if (i < rows) {
+      const std::size_t count = rows - i;
       narrow16(col + i, _mm512_maskz_loadu_ps(avx512::lanes(static_cast<std::ptrdiff_t>(count)), bias + i), count,
                o + i);
     }
