@@ -33,7 +33,11 @@ namespace kiln::detail {
 /// `forward_of_bf16_values(x, y)` called instead of `forward`, and (if it
 /// declares `needs_input`) `backward_from_bf16_input(x, dy, dx)` instead of
 /// `backward_from_input`: the same results, looked up
-/// (detail/bf16_value_table.hpp).
+/// (detail/bf16_value_table.hpp). One declaring `works_on_bf16_bits` has,
+/// with bf16 activations, `forward_of_bf16(x, n, y)` and
+/// `backward_from_bf16(v, dy, n, dx)` (v: x with `needs_input`, else y)
+/// called on the whole arrays instead: the same results, computed on the
+/// 16-bit values (relu: detail/relu_bf16.hpp).
 template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;
@@ -49,7 +53,9 @@ struct elementwise_layer {
     static void forward(const Ctx& c) {
       using A = Eigen::Array<typename Ctx::scalar, Eigen::Dynamic, 1>;
       constexpr auto n = static_cast<Eigen::Index>(In::size * Ctx::batch);
-      if constexpr (Ctx::bf16_activations) {
+      if constexpr (Ctx::bf16_activations && on_bits) {
+        Fn::forward_of_bf16(c.x, static_cast<std::size_t>(n), c.y);
+      } else if constexpr (Ctx::bf16_activations) {
         alignas(64) float xs[block], ys[block];
         for (Eigen::Index i = 0; i < n; i += block) {
           const Eigen::Index m = std::min<Eigen::Index>(block, n - i);
@@ -78,6 +84,8 @@ struct elementwise_layer {
         Eigen::Map<A> out(c.dx, n);
         Fn::backward_from_input_and_output(Eigen::Map<const A>(c.x, n), Eigen::Map<const A>(c.y, n),
                                            Eigen::Map<const A>(c.dy, n), out);
+      } else if constexpr (Ctx::bf16_activations && on_bits) {
+        Fn::backward_from_bf16(v, c.dy, static_cast<std::size_t>(n), c.dx);
       } else if constexpr (Ctx::bf16_activations) {
         alignas(64) float vs[block];
         for (Eigen::Index i = 0; i < n; i += block) {
@@ -98,6 +106,7 @@ struct elementwise_layer {
    private:
     static constexpr Eigen::Index block = 256;  ///< bf16: values widened at a time
     static constexpr bool tabulated = requires { Fn::tabulates_bf16_values; };
+    static constexpr bool on_bits = requires { Fn::works_on_bf16_bits; };
     template <bool FromInput, class V, class DY, class T>
     static void backward_block(const V& v, const DY& dy, T* dx, Eigen::Index n) {
       Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(dx, n);

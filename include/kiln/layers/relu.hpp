@@ -8,9 +8,11 @@
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
 
+#include <cstddef>
 #include <string>
 
 #include <kiln/detail/elementwise.hpp>
+#include <kiln/detail/relu_bf16.hpp>
 
 namespace kiln {
 
@@ -23,6 +25,12 @@ struct relu_fn {
   template <class Yv, class DY, class DX>
   static void backward(const Yv& y, const DY& dy, DX& dx) {
     dx = (y > typename Yv::Scalar(0)).select(dy, typename Yv::Scalar(0));
+  }
+  // bf16 activations: the input's own bits or zero (detail/relu_bf16.hpp)
+  static constexpr bool works_on_bf16_bits = true;
+  static void forward_of_bf16(const bf16* x, std::size_t n, bf16* y) noexcept { relu_bf16(x, n, y); }
+  static void backward_from_bf16(const bf16* y, const float* dy, std::size_t n, float* dx) noexcept {
+    relu_bf16_backward(y, dy, n, dx);
   }
 };
 }  // namespace detail
