@@ -76,19 +76,25 @@ TEST(bf16, array_rounding_matches_the_scalar_rounding_at_every_position) {
 TEST(bf16, rounding_with_a_bias_matches_the_scalar_rounding_in_whole_vectors_and_tails) {
   // narrow with one bias (conv2d's outputs) and narrow_columns with a bias
   // per row (dense's outputs): whole vectors and a tail of each length
-  // (rows 1…37 cross 0, 1 and 2 whole vectors of 16 and of 8).
+  // (rows 1…37: up to 2 whole vectors of 16, 4 of 8), nothing written
+  // outside the output (a guard value on each side).
   const float bias_of_all = 0.375f;
+  const bf16 guard{0x1234};
   for (std::size_t rows = 1; rows <= 37; ++rows) {
-    const std::size_t cols = 3;
-    std::vector<float> in(rows * cols), bias(rows);
-    for (std::size_t i = 0; i < in.size(); ++i) in[i] = 1.0f + static_cast<float>(i) * 0x1.0p-9f - 0.7f * (i % 3);
+    const std::size_t cols = 3, n = rows * cols;
+    std::vector<float> in(n), bias(rows);
+    for (std::size_t i = 0; i < n; ++i) in[i] = 1.0f + static_cast<float>(i) * 0x1.0p-9f - 0.7f * (i % 3);
     for (std::size_t i = 0; i < rows; ++i) bias[i] = 0x1.0p-10f * static_cast<float>(i) - 0.5f;
-    std::vector<bf16> one(in.size()), per_row(in.size());
-    detail::narrow(in.data(), in.size(), one.data(), bias_of_all);
-    detail::narrow_columns(in.data(), rows, cols, bias.data(), per_row.data());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      EXPECT_EQ(one[i].bits, bf16::from(in[i] + bias_of_all).bits) << rows << " rows, position " << i;
-      EXPECT_EQ(per_row[i].bits, bf16::from(in[i] + bias[i % rows]).bits) << rows << " rows, position " << i;
+    std::vector<bf16> one(n + 2, guard), per_row(n + 2, guard);
+    detail::narrow(in.data(), n, one.data() + 1, bias_of_all);
+    detail::narrow_columns(in.data(), rows, cols, bias.data(), per_row.data() + 1);
+    for (const std::vector<bf16>* out : {&one, &per_row}) {
+      EXPECT_EQ(out->front().bits, guard.bits) << rows << " rows";
+      EXPECT_EQ(out->back().bits, guard.bits) << rows << " rows";
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(one[i + 1].bits, bf16::from(in[i] + bias_of_all).bits) << rows << " rows, position " << i;
+      EXPECT_EQ(per_row[i + 1].bits, bf16::from(in[i] + bias[i % rows]).bits) << rows << " rows, position " << i;
     }
   }
 }

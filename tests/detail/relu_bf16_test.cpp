@@ -2,8 +2,9 @@
 // 65,536 bf16 values: the forward gives the input's own bits for x ≥ 0 (−0
 // and +∞ included), +0 for x < 0, the quiet NaN kiln::bf16::from makes of a
 // NaN; the backward passes dy through where y > 0 and gives +0 elsewhere.
-// Array lengths 1…70 at every offset cross the whole vectors (16 and 32
-// values) and their masked tails.
+// Array lengths 1…70 at six offsets cross the whole vectors (16 and 32
+// values) and their masked tails. (Relu layers use these where they run on
+// vectors; elsewhere the scalar loop is tested here.)
 #include <kiln/fwd.hpp>
 
 #include <kiln/bf16.hpp>

@@ -14,7 +14,6 @@
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

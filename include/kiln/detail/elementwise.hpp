@@ -33,11 +33,11 @@ namespace kiln::detail {
 /// `forward_of_bf16_values(x, y)` called instead of `forward`, and (if it
 /// declares `needs_input`) `backward_from_bf16_input(x, dy, dx)` instead of
 /// `backward_from_input`: the same results, looked up
-/// (detail/bf16_value_table.hpp). One declaring `works_on_bf16_bits` has,
-/// with bf16 activations, `forward_of_bf16(x, n, y)` and
+/// (detail/bf16_value_table.hpp). One declaring `works_on_bf16_bits` true
+/// has, with bf16 activations, `forward_of_bf16(x, n, y)` and
 /// `backward_from_bf16(v, dy, n, dx)` (v: x with `needs_input`, else y)
-/// called on the whole arrays instead: the same results, computed on the
-/// 16-bit values (relu: detail/relu_bf16.hpp).
+/// called on the whole arrays instead, computed on the 16-bit values (relu:
+/// detail/relu_bf16.hpp, which says where its bits differ).
 template <class Spec, class Fn>
 struct elementwise_layer {
   using kiln_layer = void;
@@ -106,7 +106,13 @@ struct elementwise_layer {
    private:
     static constexpr Eigen::Index block = 256;  ///< bf16: values widened at a time
     static constexpr bool tabulated = requires { Fn::tabulates_bf16_values; };
-    static constexpr bool on_bits = requires { Fn::works_on_bf16_bits; };
+    static constexpr bool on_bits = [] {
+      if constexpr (requires { Fn::works_on_bf16_bits; }) {
+        return static_cast<bool>(Fn::works_on_bf16_bits);
+      } else {
+        return false;
+      }
+    }();
     template <bool FromInput, class V, class DY, class T>
     static void backward_block(const V& v, const DY& dy, T* dx, Eigen::Index n) {
       Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(dx, n);

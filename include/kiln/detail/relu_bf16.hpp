@@ -9,11 +9,13 @@
 //             x made quiet (bit 6 of its payload set) for a NaN,
 //   relu′ from the output y: dy where y > 0, +0 elsewhere (NaN included).
 //
-// These are the bits of the f32 route through kiln::bf16::from. (Where the
-// CPU has AVX512-BF16, the f32 route's rounding flushed a positive
+// These are the bits of the f32 route through kiln::bf16::from. (Built for
+// a target with AVX512-BF16, the f32 route's rounding flushed a positive
 // subnormal input, below 2⁻¹²⁶, to +0; here it is kept, as elsewhere.)
-// AVX-512 targets with BW and VL do 16 or 32 values at a time, others one
-// at a time.
+// AVX-512 targets with BW and VL do 16 or 32 values at a time, and relu
+// layers use these there (relu_bf16_in_vectors); elsewhere these go one
+// value at a time, which GCC does not vectorise at -O2, so relu layers keep
+// the element-wise route, whose widening and rounding are vectorised.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -30,6 +32,14 @@
 KILN_AVX512_BEGIN
 
 namespace kiln::detail {
+
+/// True where relu_bf16 and relu_bf16_backward run on vectors.
+inline constexpr bool relu_bf16_in_vectors =
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    true;
+#else
+    false;
+#endif
 
 /// relu of one bf16 value's bits.
 constexpr std::uint16_t relu_bits(std::uint16_t b) noexcept {

@@ -27,7 +27,7 @@ struct relu_fn {
     dx = (y > typename Yv::Scalar(0)).select(dy, typename Yv::Scalar(0));
   }
   // bf16 activations: the input's own bits or zero (detail/relu_bf16.hpp)
-  static constexpr bool works_on_bf16_bits = true;
+  static constexpr bool works_on_bf16_bits = relu_bf16_in_vectors;
   static void forward_of_bf16(const bf16* x, std::size_t n, bf16* y) noexcept { relu_bf16(x, n, y); }
   static void backward_from_bf16(const bf16* y, const float* dy, std::size_t n, float* dx) noexcept {
     relu_bf16_backward(y, dy, n, dx);
