@@ -26,6 +26,7 @@
 #include <kiln/detail/avx512.hpp>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define KILN_RELU_BF16_VECTORS 1
 #include <immintrin.h>
 #endif
 
@@ -35,7 +36,7 @@ namespace kiln::detail {
 
 /// True where relu_bf16 and relu_bf16_backward run on vectors.
 inline constexpr bool relu_bf16_in_vectors =
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(KILN_RELU_BF16_VECTORS)
     true;
 #else
     false;
@@ -50,7 +51,7 @@ constexpr std::uint16_t relu_bits(std::uint16_t b) noexcept {
 /// True when the bf16 value with these bits is > 0.
 constexpr bool positive_bits(std::uint16_t b) noexcept { return b != 0 && b <= 0x7F80u; }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(KILN_RELU_BF16_VECTORS)
 /// relu_bits of the 32 values in v.
 inline __m512i relu_bits(__m512i v) noexcept {
   const __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)),
@@ -64,7 +65,7 @@ inline __m512i relu_bits(__m512i v) noexcept {
 /// y[i] = relu(x[i]) for i < n.
 inline void relu_bf16(const bf16* x, std::size_t n, bf16* y) noexcept {
   std::size_t i = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(KILN_RELU_BF16_VECTORS)
   for (const std::size_t whole = n - n % 32; i < whole; i += 32)
     _mm512_storeu_si512(y + i, relu_bits(_mm512_loadu_si512(x + i)));
   if (i < n) {
@@ -79,7 +80,7 @@ inline void relu_bf16(const bf16* x, std::size_t n, bf16* y) noexcept {
 /// dx[i] = dy[i] where y[i] > 0, +0 elsewhere, for i < n.
 inline void relu_bf16_backward(const bf16* y, const float* dy, std::size_t n, float* dx) noexcept {
   std::size_t i = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(KILN_RELU_BF16_VECTORS)
   // (as 32-bit lanes: 0 < b ≤ 0x7F80 is > 0; NaN and every negative value are not)
   const auto positive = [](__m256i bits, __mmask16 m) {
     const __m512i b = _mm512_cvtepu16_epi32(bits);
@@ -100,5 +101,7 @@ inline void relu_bf16_backward(const bf16* y, const float* dy, std::size_t n, fl
 }
 
 }  // namespace kiln::detail
+
+#undef KILN_RELU_BF16_VECTORS
 
 KILN_AVX512_END
