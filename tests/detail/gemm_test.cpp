@@ -255,12 +255,22 @@ void check_small_bits() {
       }
   // Shallow products whose op(B) does not fit in L1: a chunk of columns at a
   // time (300 columns 40 deep: 3 chunks of 100); and the same chunks through
-  // the transposed route (which choose() picks only for a small op(A)).
+  // the transposed route (which choose() picks for a small op(A)).
   for (const auto& [m, n, k] : {std::array<index, 3>{100, 300, 40}, {37, 200, 64}, {2 * Ops::W + 1, 129, 33}}) {
     const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
     const bool acc = ++seed % 2 == 0;
     check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
     check_every_transposition<small_route<Ops, route::transposed>>(n, m, k, !acc, seed, unused, scratch, 1);
+  }
+  // Narrow products with a large op(A), read in place once (choose() takes
+  // the transposed route for them): the MLP's forward at 32, the CNN's
+  // second convolution and its weight gradient, ragged sizes, three blocks
+  // of depth.
+  for (const auto& [m, n, k] : {std::array<index, 3>{256, 32, 784}, {196, 32, 400}, {400, 32, 196},
+                                {2 * Ops::W * 7 + 5, 2 * Ops::W, 3 * kiln::detail::gemm_kc + 7}, {301, 3, 500}}) {
+    const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
+    const bool acc = ++seed % 2 == 0;
+    check_every_transposition<small_route<Ops, route::transposed>>(m, n, k, acc, seed, unused, scratch, 1);
   }
 }
 
@@ -288,6 +298,11 @@ void check_small_routes() {
   EXPECT_EQ(choose<Ops>(196, 400, 32), shallow);          // the CNN's second input gradient
   EXPECT_EQ(choose<Ops>(256, 2048, 64), route::blocked);  // op(B) more than 4 chunks (a transformer's 64 wide)
   EXPECT_EQ(choose<Ops>(256, 64, 128), route::blocked);
+  // at most one tile of rows wide once transposed (2W columns): op(A) read in place, once
+  EXPECT_EQ(choose<Ops>(256, 2 * Ops::W, 784), route::transposed);  // replicate<2>'s forward at 32 (AVX-512)
+  EXPECT_EQ(choose<Ops>(400, 2 * Ops::W, 196), route::transposed);  // the CNN's second weight gradient (AVX-512)
+  EXPECT_EQ(choose<Ops>(4096, 2, 4096), route::transposed);         // however large op(A) is
+  EXPECT_EQ(choose<Ops>(256, 2 * Ops::W + 1, 784), route::blocked);
 }
 
 #if defined(__AVX512F__)

@@ -25,6 +25,18 @@
 // peak to 95 % (kiln_gemm_benchmarks before and after, 3 interleaved runs;
 // docs/performance.md).
 //
+// With AVX-512 (Ops::narrow_products_in_place), a product whose op(B) is
+// at most one tile of rows wide once transposed (n ≤ 2W: 32 columns, the
+// batch of a replicate<2> replica, a convolution's 32 filters) takes the
+// transposed route whatever its other sizes: Cᵀ = op(B)ᵀ·op(A)ᵀ is then one
+// tile of rows, so each value of op(A) is read once, where it is, and
+// packing it would copy all of it to save nothing. op(B)ᵀ (n × depth) is
+// copied once per block of depth. On Zen 4 the MLP's forward product at 32
+// (256 × 32 × 784) went from 136 to 122 µs, the CNN's second convolution
+// (196 × 32 × 400) from 56 to 48–50 µs and its weight gradient
+// (400 × 32 × 196) from 53 to 47 µs (kiln_gemm_benchmarks, one pinned core,
+// two runs; docs/performance.md).
+//
 // The sums are those of the blocked kernels, bit for bit: per block of depth
 // (the same blocks, even_block(k, gemm_kc, 16)), one chain of fused
 // multiply-adds from zero, added to C (or stored, for the first block of an
@@ -33,7 +45,8 @@
 // against the scalar loop.
 //
 // Ops (one per vector width: avx512::small_ops, avx2::small_ops) gives the
-// vector type and its W lanes, `cols`, the most columns a tile's 2·cols
+// vector type and its W lanes, the two routing flags above, `cols`, the
+// most columns a tile's 2·cols
 // accumulators leave registers for, and zero, load, store, add, broadcast,
 // fma, a W × W transpose (dst[q·ld_dst + r] = src[r·ld_src + q]) and
 // merge_first (dst[l] (+)= src[l] for l < count).
@@ -75,6 +88,7 @@ constexpr route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   if (Ops::chunks_shallow_products && k <= shallow_depth && m * k <= reread_floats &&
       (n + chunk_columns<Ops>(k) - 1) / chunk_columns<Ops>(k) <= shallow_chunks)
     return route::direct;  // (in chunks of columns)
+  if (Ops::narrow_products_in_place && n <= 2 * Ops::W) return route::transposed;  // (op(A) read once)
   return route::blocked;
 }
 
@@ -215,12 +229,13 @@ void run_columns(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const flo
 /// The same for any op(B) the route takes (route::direct; route::transposed
 /// calls it with the operands swapped): run_columns on equal chunks of
 /// op(B)'s columns, at most chunk_columns(k) each (one chunk when op(B) is
-/// small).
+/// small, or when C is one tile of rows: op(B) is then read once, and
+/// chunks would only copy A again for each).
 template <class Ops, bool TransA, bool TransB, bool TransC>
 void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
   if (m <= 0 || n <= 0 || k <= 0) return;
-  const std::ptrdiff_t chunk = even_block(n, chunk_columns<Ops>(k), 1);
+  const std::ptrdiff_t chunk = m <= 2 * Ops::W ? n : even_block(n, chunk_columns<Ops>(k), 1);
   for (std::ptrdiff_t j = 0; j < n; j += chunk)
     run_columns<Ops, TransA, TransB, TransC>(m, std::min(chunk, n - j), k, a, lda, TransB ? b + j : b + j * ldb, ldb,
                                              TransC ? c + j : c + j * ldc, ldc, scratch, overwrite);

@@ -110,6 +110,8 @@ struct small_ops {
   /// Shallow products with a larger op(B) take the direct route in chunks
   /// (detail/gemm_small.hpp): faster than the blocked kernel at 16 lanes.
   static constexpr bool chunks_shallow_products = true;
+  /// Products at most 32 columns wide read op(A) in place (detail/gemm_small.hpp).
+  static constexpr bool narrow_products_in_place = true;
   static vec zero() { return _mm512_setzero_ps(); }
   static vec load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
