@@ -255,6 +255,42 @@ TEST(bf16, without_avx512_bf16_a_product_is_that_of_rounded_copies_bit_for_bit) 
       }
 }
 
+// Without AVX512-BF16, a bf16 program's conv2d unfolds its input in f32
+// (the bf16 values widened) and its products read that in place; with it,
+// in bf16. Either way its output must be, bit for bit, an f32 program's on
+// the same values (input and weights rounded to bf16 first, the bias
+// kept), rounded to bf16: the products sum exact products in kiln's order.
+// (Depths under one block, 384: the f32 program adds the bias first, the
+// bf16 one last, the same sum only when there is one block of depth.)
+TEST(bf16, without_avx512_bf16_conv2d_is_f32_conv2d_on_the_bf16_values_bit_for_bit) {
+  if constexpr (detail::gemm_scratch<float>::native_bf16) {
+    GTEST_SKIP() << "this target has AVX512-BF16: its products sum pairs (kiln_no_bf16_instruction_tests covers the rest)";
+  }
+  // 32 filters (a product that skips packing with AVX-512), 5 (narrow with
+  // AVX2 too), a strided and padded one
+  using wide = model<input<3, 9, 9>, conv2d<32, 3, 1, same>, flatten>;
+  using narrow = model<input<4, 11, 7>, conv2d<5, 3, 1, same>, flatten>;
+  using strided = model<input<2, 10, 10>, conv2d<6, 3, 2, 1>, flatten>;
+  const auto check = [](auto p16, auto p32) {
+    rng g(77);
+    for (float& v : p16.parameters()) v = static_cast<float>(g.uniform(-1, 1));
+    std::copy(p16.parameters().begin(), p16.parameters().end(), p32.parameters().begin());
+    const auto w = p32.template layer_parameter<1, 0>();
+    detail::round_values(w.data(), w.size(), w.data());  // (the bias stays f32, as bf16 programs add it)
+    for (float& v : p16.input()) v = static_cast<float>(g.uniform(-2, 2));
+    detail::round_values(p16.input().data(), p16.input().size(), p32.input().data());
+    p16.forward();
+    p32.forward();
+    ASSERT_EQ(p16.output().size(), p32.output().size());
+    for (std::size_t i = 0; i < p16.output().size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(p16.output()[i]), std::bit_cast<std::uint32_t>(round_to_bf16(p32.output()[i])))
+          << "output " << i;
+  };
+  check(compile<wide, batch<3>, precision<bf16>>(1), compile<wide, batch<3>>(1));
+  check(compile<narrow, batch<2>, precision<bf16>>(1), compile<narrow, batch<2>>(1));
+  check(compile<strided, batch<2>, precision<bf16>>(1), compile<strided, batch<2>>(1));
+}
+
 // An f32 operand already rounded to bf16 values may be handed to a bf16
 // product as such (detail::f32_of_bf16_values: attention rounds q, k, v,
 // dO and dS once where it makes them). The product must be the one it

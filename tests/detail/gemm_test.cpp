@@ -264,10 +264,11 @@ void check_small_bits() {
   }
   // Narrow products with a large op(A), read in place once (choose() takes
   // the transposed route for them): the MLP's forward at 32, the CNN's
-  // second convolution and its weight gradient, ragged sizes, three blocks
-  // of depth.
+  // second convolution and its weight gradient, ragged sizes (a tile of
+  // rows between W and 2W), four blocks of depth.
   for (const auto& [m, n, k] : {std::array<index, 3>{256, 32, 784}, {196, 32, 400}, {400, 32, 196},
-                                {2 * Ops::W * 7 + 5, 2 * Ops::W, 3 * kiln::detail::gemm_kc + 7}, {301, 3, 500}}) {
+                                {2 * Ops::W * 7 + 5, 2 * Ops::W, 3 * kiln::detail::gemm_kc + 7},
+                                {301, 2 * Ops::W - 3, 500}, {301, 3, 500}}) {
     const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
     const bool acc = ++seed % 2 == 0;
     check_every_transposition<small_route<Ops, route::transposed>>(m, n, k, acc, seed, unused, scratch, 1);
@@ -275,7 +276,8 @@ void check_small_bits() {
 }
 
 /// Which products take which route: the MLP's 10-class head and its
-/// 10-deep input gradient skip packing, the large products do not.
+/// 10-deep input gradient skip packing, shallow and narrow products too
+/// (with the Ops' flags), the other large products do not.
 template <class Ops>
 void check_small_routes() {
   using kiln::detail::small_gemm::choose;

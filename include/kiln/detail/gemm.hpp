@@ -105,8 +105,9 @@ class gemm_scratch {
   /// True when, without AVX512-BF16, bf16 operands are widened (and f32
   /// ones rounded) while kiln's AVX-512 or AVX2 kernel packs them
   /// (detail/sgemm_avx512_bf16_values.hpp, detail/sgemm_avx2.hpp) rather
-  /// than rounded into copies — except in a product with one small
-  /// operand, whose operands are rounded into copies for the small route.
+  /// than rounded into copies — except in a product that skips packing
+  /// (one small operand, or narrow: detail/gemm_small.hpp), whose operands
+  /// are rounded into copies for the small route.
   static constexpr bool packs_bf16_values =
 #if defined(__AVX512F__) && defined(__AVX512BW__) && !defined(__AVX512BF16__)
       std::is_same_v<T, float>;
@@ -239,16 +240,21 @@ class gemm_scratch {
                                                    1>::run(m, n, k, a, lda, b, ldb, c, 1, ldc, T(1), bl);
   }
 
- private:
+  /// True for a bf16 product (m × n, k deep) that run() multiplies from
+  /// rounded copies of both operands by a small route: it skips packing,
+  /// and the target packs bf16 values otherwise (no AVX512-BF16).
+  /// reserve() sizes the copies for it; an operand given as
+  /// f32_of_bf16_values is read where it is instead of copied.
+  static constexpr bool rounds_into_copies(index m, index n, index k) noexcept {
 #if KILN_DETAIL_OWN_SGEMM
-  /// A bf16 product that run() multiplies from rounded copies of both
-  /// operands by a small route (it has one small operand, and the target
-  /// packs bf16 values otherwise); reserve() sizes the copies for it.
-  static bool rounds_into_copies(index m, index n, index k) noexcept {
     return packs_bf16_values && small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked;
-  }
+#else
+    (void)m, (void)n, (void)k;
+    return false;
 #endif
+  }
 
+ private:
   /// The stored matrix of op(X) (rows × cols; stored cols × rows when
   /// Trans), its values rounded to bf16 (a bf16 one widened), into a dense
   /// copy in the same layout; returns the copy's leading dimension.

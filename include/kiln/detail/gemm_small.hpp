@@ -25,17 +25,15 @@
 // peak to 95 % (kiln_gemm_benchmarks before and after, 3 interleaved runs;
 // docs/performance.md).
 //
-// With AVX-512 (Ops::narrow_products_in_place), a product whose op(B) is
-// at most one tile of rows wide once transposed (n ≤ 2W: 32 columns, the
-// batch of a replicate<2> replica, a convolution's 32 filters) takes the
-// transposed route whatever its other sizes: Cᵀ = op(B)ᵀ·op(A)ᵀ is then one
-// tile of rows, so each value of op(A) is read once, where it is, and
-// packing it would copy all of it to save nothing. op(B)ᵀ (n × depth) is
-// copied once per block of depth. On Zen 4 the MLP's forward product at 32
-// (256 × 32 × 784) went from 136 to 122 µs, the CNN's second convolution
-// (196 × 32 × 400) from 56 to 48–50 µs and its weight gradient
-// (400 × 32 × 196) from 53 to 47 µs (kiln_gemm_benchmarks, one pinned core,
-// two runs; docs/performance.md).
+// With Ops::narrow_products_in_place (both Ops; measured on Zen 4), a
+// product whose op(B) is at most one tile of rows wide once transposed
+// (n ≤ 2W: 32 columns with AVX-512, the batch of a replicate<2> replica or
+// a convolution's 32 filters; 16 with AVX2) takes the transposed route
+// whatever its other sizes: Cᵀ = op(B)ᵀ·op(A)ᵀ is then one tile of rows, so
+// each value of op(A) is read once, where it is, and packing it would copy
+// all of it to save nothing. op(B)ᵀ (n × depth) is copied at most once per
+// block of depth. On Zen 4 the MLP's forward product at 32 (256 × 32 × 784)
+// went from 136 to 122 µs (docs/performance.md has the others).
 //
 // The sums are those of the blocked kernels, bit for bit: per block of depth
 // (the same blocks, even_block(k, gemm_kc, 16)), one chain of fused
@@ -46,10 +44,10 @@
 //
 // Ops (one per vector width: avx512::small_ops, avx2::small_ops) gives the
 // vector type and its W lanes, the two routing flags above, `cols`, the
-// most columns a tile's 2·cols
-// accumulators leave registers for, and zero, load, store, add, broadcast,
-// fma, a W × W transpose (dst[q·ld_dst + r] = src[r·ld_src + q]) and
-// merge_first (dst[l] (+)= src[l] for l < count).
+// most columns a tile's 2·cols accumulators leave registers for, and zero,
+// load, store, add, broadcast, fma, a W × W transpose
+// (dst[q·ld_dst + r] = src[r·ld_src + q]) and merge_first
+// (dst[l] (+)= src[l] for l < count).
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -174,7 +172,8 @@ void merge_tile(const float* t, std::ptrdiff_t rows, std::ptrdiff_t cols, float*
   }
 }
 
-/// C(m×n) (+)= op(A)·op(B) for op(B) small enough to stay in L1, with
+/// C(m×n) (+)= op(A)·op(B) for op(B) small enough to stay in L1 (or read
+/// once: C one tile of rows), with
 /// C(i, j) at c[i + j·ldc], or TransC at c[j + i·ldc]. `scratch` holds
 /// scratch_floats of the product as the caller reserved it. With
 /// `overwrite` the first block of depth stores C instead of adding to it.

@@ -52,7 +52,8 @@ class replica_engine {
   /// How the GEMMs read the weights: under precision<bf16>, a bf16 copy
   /// made once per step where the CPU multiplies bf16 (AVX512-BF16);
   /// elsewhere the f32 parameters themselves, which the product rounds to
-  /// bf16 as it packs them (a copy would only add a pass; same bits).
+  /// bf16 as it packs them, or into a copy for a product that skips
+  /// packing (a copy per step would only add a pass; same bits).
   using gemm_weight_type = std::conditional_t<Bf16Gemm && gemm_scratch<T>::native_bf16, bf16, T>;
   using layout = typename Model::parameters;
   using plan = typename Model::template memory_plan<B, activation_type>;

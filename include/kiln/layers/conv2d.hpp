@@ -42,6 +42,7 @@
 #include <Eigen/Core>
 
 #include <kiln/detail/bf16_arrays.hpp>
+#include <kiln/detail/gemm.hpp>
 #include <kiln/detail/layer_context.hpp>
 #include <kiln/detail/lane_sum.hpp>
 #include <kiln/detail/unfold.hpp>
@@ -137,10 +138,11 @@ struct conv2d {
     using parameters = param_list<param<weight_tag, shape<F, C, kernel, kernel>, init::automatic>,
                              param<bias_tag, shape<F>, init::zeros>>;
 
-    /// The unfolded input (in bf16, half of it, under bf16 activations) and,
-    /// in backward, its gradient.
+    /// The unfolded input (in bf16, half of it, under bf16 activations
+    /// unless unfolds_in_f32) and, in backward, its gradient; before that
+    /// gradient's product, a bf16 sample widened (see unfold_sample).
     template <std::size_t B>
-    static constexpr std::size_t workspace = 2 * CKK* P;
+    static constexpr std::size_t workspace = CKK * P + std::max(CKK * P, C * H * W);
 
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {
@@ -158,12 +160,10 @@ struct conv2d {
     template <class Ctx>
     static void forward(const Ctx& c) {
       using T = typename Ctx::scalar;
-      using A = typename Ctx::activation;
-      A* cols = unfolded<A>(c);
       const auto* w = c.template gemm_param<weight_tag>();
       const T* b = c.template param<bias_tag>();
       for (std::size_t s = 0; s < Ctx::batch; ++s) {
-        im2col(c.x + s * C * H * W, cols);
+        const auto* cols = unfold_sample(c, s);
         if constexpr (Ctx::bf16_activations) {
           // accumulate in f32 (ctx.wide), round into y with the bias
           T* acc = c.wide + s * F * P;
@@ -180,7 +180,6 @@ struct conv2d {
     template <class Ctx>
     static void backward(const Ctx& c) {
       using T = typename Ctx::scalar;
-      auto* cols = unfolded<typename Ctx::activation>(c);
       T* dcols = c.scratch + CKK * P;
       const auto* w = c.template gemm_param<weight_tag>();
       T* dw = c.template grad<weight_tag>();
@@ -188,7 +187,7 @@ struct conv2d {
       for (std::size_t s = 0; s < Ctx::batch; ++s) {
         const T* dy = c.dy + s * F * P;
         const bool add = s > 0 || !c.overwrite_gradients;
-        im2col(c.x + s * C * H * W, cols);
+        const auto* cols = unfold_sample(c, s);
         c.gemm->template run<true, false>(CKK, F, P, cols, P, dy, P, dw, CKK, add);  // dWc (+)= colsᵀ · Yᵀ
         // db[f] (+)= Σ_p dy[f, p]: 16 lanes of one fixed order, vectorised, the same bits on every CPU
         for (std::size_t f = 0; f < F; ++f) {
@@ -204,6 +203,36 @@ struct conv2d {
     }
 
    private:
+    /// Under bf16 activations, where the products with the unfolded input
+    /// skip packing and would round it into an f32 copy for each sample
+    /// first (few filters, a CPU without AVX512-BF16:
+    /// gemm_scratch::rounds_into_copies), the input is unfolded in f32
+    /// instead (its bf16 values widened, exactly) and given to them as
+    /// detail::f32_of_bf16_values, which they read where it is. Elsewhere it
+    /// is unfolded in bf16 (half the bytes) for the packing kernels. The same
+    /// values either way: the same bits.
+    template <class Ctx>
+    static constexpr bool unfolds_in_f32 =
+        Ctx::bf16_activations && detail::gemm_scratch<typename Ctx::scalar>::rounds_into_copies(P, F, CKK);
+
+    /// Unfolds sample s of the input into the scratch; returns the unfolded
+    /// matrix as the products take it.
+    template <class Ctx>
+    static auto unfold_sample(const Ctx& c, std::size_t s) {
+      using A = typename Ctx::activation;
+      const A* x = c.x + s * C * H * W;
+      if constexpr (unfolds_in_f32<Ctx>) {
+        float* wide = c.scratch + CKK * P;  // (the input gradient's room, not yet in use)
+        detail::widen(x, C * H * W, wide);
+        im2col(static_cast<const float*>(wide), c.scratch);
+        return detail::as_rounded_operand(c.scratch);
+      } else {
+        A* cols = unfolded<A>(c);
+        im2col(x, cols);
+        return static_cast<const A*>(cols);
+      }
+    }
+
     /// Where the unfolded input goes: the first CKK·P scalars of the scratch
     /// (as bf16, the first half of them).
     template <class A, class Ctx>
