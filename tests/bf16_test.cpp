@@ -404,6 +404,74 @@ TEST(bf16, layer_norm_computes_a_bf16_row_as_it_computes_an_f32_row) {
   expect_layer_norm_on_bf16_rows_as_on_f32_rows<shape<2100>, false>();
 }
 
+/// conv2d bound to In, run forward and backward on bf16 activations (its
+/// f32 weights rounded by the products) and, in f32, on the same values
+/// (input, weights and output gradient rounded to bf16 first): its output
+/// must be the f32 output rounded, and its gradients the f32 gradients, bit
+/// for bit. Without AVX512-BF16; Unfolds says whether this shape's products
+/// skip packing there, so that the bf16 layer unfolds each sample in f32.
+/// (Depths under one block, 384: the f32 layer adds the bias first, the
+/// bf16 one last, the same sum only with one block of depth.)
+template <class Conv, class In, std::size_t B, bool Unfolds>
+void expect_conv2d_on_bf16_values_as_in_f32() {
+  using bound = typename Conv::template bind<In, 1>;
+  using layout = decltype(layout_for(typename bound::parameters{}));
+  static_assert(bound::CKK <= 384, "one block of depth (see above)");
+  // the path under test is the one taken: the products would round the unfolded input into copies
+  static_assert(!detail::gemm_scratch<float>::packs_bf16_values ||
+                    detail::gemm_scratch<float>::rounds_into_copies(bound::P, bound::F, bound::CKK) == Unfolds,
+                "this shape's products do not route as the test says");
+  constexpr std::size_t n_in = In::size * B, n_out = bound::output_shape::size * B;
+  rng g(B * 31 + In::size);
+  std::vector<float> w(layout::buffer_size), rounded_w(w), dw_f32(w.size(), 0.0f), dw_bf16(dw_f32);
+  for (auto& v : w) v = static_cast<float>(g.uniform(-1, 1));
+  rounded_w = w;
+  const auto weight = layout::template offset<typename bound::weight_tag>;
+  detail::round_values(rounded_w.data() + weight, bound::F * bound::CKK, rounded_w.data() + weight);  // (not the bias)
+  std::vector<bf16> xb(n_in), yb(n_out);
+  std::vector<float> xf(n_in), yf(n_out), dy(n_out), dx_f32(n_in), dx_bf16(n_in), wide(n_out);
+  for (std::size_t i = 0; i < n_in; ++i) {
+    xb[i] = bf16::from(static_cast<float>(g.uniform(-2, 2)));
+    xf[i] = static_cast<float>(xb[i]);
+  }
+  for (auto& v : dy) v = round_to_bf16(static_cast<float>(g.uniform(-1, 1)));  // (products round it)
+  detail::gemm_scratch<float> plain, rounding;
+  rounding.use_bf16_operands(true);
+  bound::template reserve<B, float>(plain);
+  bound::template reserve<B, float>(rounding);
+  std::vector<float> scratch_f32(bound::template workspace<B, float>), scratch_bf16(bound::template workspace<B, bf16>);
+  detail::layer_context<float, B, layout> f;
+  f.x = xf.data(), f.y = yf.data(), f.dy = dy.data(), f.dx = dx_f32.data(), f.w = rounded_w.data();
+  f.dw = dw_f32.data(), f.gemm = &plain, f.scratch = scratch_f32.data();
+  detail::layer_context<float, B, layout, detail::parameter_layout<>, bf16> h;
+  h.x = xb.data(), h.y = yb.data(), h.dy = dy.data(), h.dx = dx_bf16.data(), h.w = w.data();
+  h.dw = dw_bf16.data(), h.gemm = &rounding, h.scratch = scratch_bf16.data(), h.wide = wide.data();
+  f.overwrite_gradients = h.overwrite_gradients = true;
+  bound::forward(f), bound::backward(f);
+  bound::forward(h), bound::backward(h);
+  for (std::size_t i = 0; i < n_out; ++i)
+    ASSERT_EQ(yb[i].bits, bf16::from(yf[i]).bits) << "output " << i;
+  for (std::size_t i = 0; i < n_in; ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(dx_bf16[i]), std::bit_cast<std::uint32_t>(dx_f32[i])) << "dx " << i;
+  for (std::size_t i = 0; i < w.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(dw_bf16[i]), std::bit_cast<std::uint32_t>(dw_f32[i])) << "gradient " << i;
+}
+
+// The same as above for the layer's backward too, and for a shape whose
+// stride skips input (C·H·W larger than the unfolded input: the widened
+// sample needs the larger room).
+TEST(bf16, without_avx512_bf16_conv2d_forward_and_backward_are_f32_on_the_bf16_values_bit_for_bit) {
+  if constexpr (detail::gemm_scratch<float>::native_bf16) {
+    GTEST_SKIP() << "this target has AVX512-BF16: its products sum pairs (kiln_no_bf16_instruction_tests covers the rest)";
+  }
+  expect_conv2d_on_bf16_values_as_in_f32<conv2d<32, 3, 1, same>, shape<3, 9, 9>, 3, true>();
+  expect_conv2d_on_bf16_values_as_in_f32<conv2d<5, 3, 1, same>, shape<4, 11, 7>, 2, true>();
+  expect_conv2d_on_bf16_values_as_in_f32<conv2d<6, 3, 2, 1>, shape<2, 10, 10>, 2, true>();
+  expect_conv2d_on_bf16_values_as_in_f32<conv2d<4, 1, 2>, shape<3, 8, 8>, 2, true>();  // 3·8·8 > 3·16
+  // products that pack (64 filters, 144 deep): unfolded in bf16
+  expect_conv2d_on_bf16_values_as_in_f32<conv2d<64, 3, 1, same>, shape<16, 6, 6>, 2, false>();
+}
+
 using mlp = model<input<2, 2>, flatten, dense<32>, relu, dense<16>, relu, dense<3>>;
 
 TEST(bf16, a_program_keeps_f32_master_weights) {

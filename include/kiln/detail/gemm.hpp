@@ -157,7 +157,8 @@ class gemm_scratch {
       if (bf16_source || bf16_) {
 #if KILN_DETAIL_OWN_SGEMM
         if constexpr (packs_bf16_values) {
-          // One small operand: the small routes read f32 only, so both
+          // A product that skips packing (one small operand, or narrow:
+          // detail/gemm_small.hpp): the small routes read f32 only, so both
           // operands are rounded (a bf16 one widened) into copies of
           // their layouts, and the small route multiplies those in f32 —
           // the sums the packing kernels make (detail/gemm_small.hpp).
@@ -210,7 +211,7 @@ class gemm_scratch {
                bool overwrite = false) {
 #if KILN_DETAIL_OWN_SGEMM
     if constexpr (own_kernel) {
-      // (one small operand: its products without packing, detail/gemm_small.hpp; the same sums)
+      // (one small operand, or narrow: products without packing, detail/gemm_small.hpp; the same sums)
       assert(static_cast<std::size_t>(small_gemm::scratch_floats<own::small_ops>(m, n, k)) <= cap_a_ &&
              "kiln: gemm shape was not reserved");
       if (small_gemm::gemm_if_small<own::small_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(),

@@ -78,6 +78,13 @@ constexpr std::ptrdiff_t chunk_columns(std::ptrdiff_t k) {
   return std::max<std::ptrdiff_t>(Ops::cols, small_operand_floats / k);
 }
 
+/// True when a C (or Cᵀ) with this many rows is one tile of rows (2W):
+/// the small routes then read the other operand once, where it is.
+template <class Ops>
+constexpr bool one_tile_of_rows(std::ptrdiff_t rows) {
+  return rows <= 2 * Ops::W;
+}
+
 /// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops.
 template <class Ops>
 constexpr route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
@@ -86,7 +93,7 @@ constexpr route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   if (Ops::chunks_shallow_products && k <= shallow_depth && m * k <= reread_floats &&
       (n + chunk_columns<Ops>(k) - 1) / chunk_columns<Ops>(k) <= shallow_chunks)
     return route::direct;  // (in chunks of columns)
-  if (Ops::narrow_products_in_place && n <= 2 * Ops::W) return route::transposed;  // (op(A) read once)
+  if (Ops::narrow_products_in_place && one_tile_of_rows<Ops>(n)) return route::transposed;  // (Cᵀ: op(A) read once)
   return route::blocked;
 }
 
@@ -234,7 +241,7 @@ template <class Ops, bool TransA, bool TransB, bool TransC>
 void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
   if (m <= 0 || n <= 0 || k <= 0) return;
-  const std::ptrdiff_t chunk = m <= 2 * Ops::W ? n : even_block(n, chunk_columns<Ops>(k), 1);
+  const std::ptrdiff_t chunk = one_tile_of_rows<Ops>(m) ? n : even_block(n, chunk_columns<Ops>(k), 1);
   for (std::ptrdiff_t j = 0; j < n; j += chunk)
     run_columns<Ops, TransA, TransB, TransC>(m, std::min(chunk, n - j), k, a, lda, TransB ? b + j : b + j * ldb, ldb,
                                              TransC ? c + j : c + j * ldc, ldc, scratch, overwrite);

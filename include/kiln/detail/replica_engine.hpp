@@ -53,7 +53,9 @@ class replica_engine {
   /// made once per step where the CPU multiplies bf16 (AVX512-BF16);
   /// elsewhere the f32 parameters themselves, which the product rounds to
   /// bf16 as it packs them, or into a copy for a product that skips
-  /// packing (a copy per step would only add a pass; same bits).
+  /// packing (same bits; for the products that pack, a copy per step would
+  /// only add a pass, but a narrow one rounds its weight on every call:
+  /// docs/precision.md).
   using gemm_weight_type = std::conditional_t<Bf16Gemm && gemm_scratch<T>::native_bf16, bf16, T>;
   using layout = typename Model::parameters;
   using plan = typename Model::template memory_plan<B, activation_type>;

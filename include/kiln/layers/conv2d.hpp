@@ -25,9 +25,12 @@
 //   Per sample: unfold the input (im2col, C·K·K × Ho·Wo scalars of the
 //   program's scratch) and one GEMM of Ho·Wo × F × C·K·K; backward unfolds
 //   again and runs two GEMMs plus the fold-back (col2im). The GEMMs are
-//   kiln's AVX-512 kernel in float (Eigen's elsewhere); with stride 1 the
-//   unfold and fold-back move 16 floats per masked AVX-512 instruction
-//   (kiln/detail/unfold.hpp). No allocation.
+//   kiln's AVX-512 or AVX2 kernels in float (Eigen's elsewhere); with stride
+//   1 the unfold and fold-back move 16 floats per masked AVX-512 instruction
+//   (kiln/detail/unfold.hpp). Under precision<bf16> on a CPU without
+//   AVX512-BF16, where the products would round the unfolded input into a
+//   copy (few filters), each sample is widened to f32 first and unfolded in
+//   f32 (C·H·W more scalars of scratch at most). No allocation.
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
@@ -138,11 +141,33 @@ struct conv2d {
     using parameters = param_list<param<weight_tag, shape<F, C, kernel, kernel>, init::automatic>,
                              param<bias_tag, shape<F>, init::zeros>>;
 
+   private:
+    /// Under bf16 activations, where the products with the unfolded input
+    /// skip packing and would round it into an f32 copy for each sample
+    /// first (few filters, a CPU without AVX512-BF16:
+    /// gemm_scratch::rounds_into_copies), the input is unfolded in f32
+    /// instead (its bf16 values widened, exactly) and given to them as
+    /// detail::f32_of_bf16_values, which they read where it is. Elsewhere it
+    /// is unfolded in bf16 (half the bytes) for the packing kernels. The same
+    /// values either way: the same bits.
+    /// (Decided from the forward product's shape. Where the weight
+    /// gradient's, CKK × F × P, takes a packing route instead, it rounds
+    /// the f32 values while packing: the same bits, one pass more.)
+    template <class A>
+    static constexpr bool unfolds_in_f32_for =
+        std::is_same_v<A, bf16> && detail::gemm_scratch<float>::rounds_into_copies(P, F, CKK);
+    template <class Ctx>
+    static constexpr bool unfolds_in_f32 = unfolds_in_f32_for<typename Ctx::activation>;
+
+   public:
     /// The unfolded input (in bf16, half of it, under bf16 activations
-    /// unless unfolds_in_f32) and, in backward, its gradient; before that
-    /// gradient's product, a bf16 sample widened (see unfold_sample).
-    template <std::size_t B>
-    static constexpr std::size_t workspace = CKK * P + std::max(CKK * P, C * H * W);
+    /// unless it unfolds in f32) and, in backward, its gradient; where a
+    /// bf16 sample is unfolded in f32, that room holds the sample widened
+    /// first (forward and backward, before the gradient's product: see
+    /// unfold_sample), so it is at least C·H·W there.
+    template <std::size_t B, class A = float>
+    static constexpr std::size_t workspace =
+        CKK * P + (unfolds_in_f32_for<A> ? std::max(CKK * P, C * H * W) : CKK * P);
 
     template <std::size_t B, class T>
     static void reserve(detail::gemm_scratch<T>& g) {
@@ -203,18 +228,6 @@ struct conv2d {
     }
 
    private:
-    /// Under bf16 activations, where the products with the unfolded input
-    /// skip packing and would round it into an f32 copy for each sample
-    /// first (few filters, a CPU without AVX512-BF16:
-    /// gemm_scratch::rounds_into_copies), the input is unfolded in f32
-    /// instead (its bf16 values widened, exactly) and given to them as
-    /// detail::f32_of_bf16_values, which they read where it is. Elsewhere it
-    /// is unfolded in bf16 (half the bytes) for the packing kernels. The same
-    /// values either way: the same bits.
-    template <class Ctx>
-    static constexpr bool unfolds_in_f32 =
-        Ctx::bf16_activations && detail::gemm_scratch<typename Ctx::scalar>::rounds_into_copies(P, F, CKK);
-
     /// Unfolds sample s of the input into the scratch; returns the unfolded
     /// matrix as the products take it.
     template <class Ctx>
