@@ -271,6 +271,7 @@ TEST(bf16, without_avx512_bf16_conv2d_is_f32_conv2d_on_the_bf16_values_bit_for_b
   using wide = model<input<3, 9, 9>, conv2d<32, 3, 1, same>, flatten>;
   using narrow = model<input<4, 11, 7>, conv2d<5, 3, 1, same>, flatten>;
   using strided = model<input<2, 10, 10>, conv2d<6, 3, 2, 1>, flatten>;
+  using skipping = model<input<3, 8, 8>, conv2d<4, 1, 2>, flatten>;  // (C·H·W > C·K·K·P: the larger workspace)
   const auto check = [](auto p16, auto p32) {
     rng g(77);
     for (float& v : p16.parameters()) v = static_cast<float>(g.uniform(-1, 1));
@@ -289,6 +290,7 @@ TEST(bf16, without_avx512_bf16_conv2d_is_f32_conv2d_on_the_bf16_values_bit_for_b
   check(compile<wide, batch<3>, precision<bf16>>(1), compile<wide, batch<3>>(1));
   check(compile<narrow, batch<2>, precision<bf16>>(1), compile<narrow, batch<2>>(1));
   check(compile<strided, batch<2>, precision<bf16>>(1), compile<strided, batch<2>>(1));
+  check(compile<skipping, batch<2>, precision<bf16>>(1), compile<skipping, batch<2>>(1));
 }
 
 // An f32 operand already rounded to bf16 values may be handed to a bf16
@@ -418,9 +420,10 @@ void expect_conv2d_on_bf16_values_as_in_f32() {
   using layout = decltype(layout_for(typename bound::parameters{}));
   static_assert(bound::CKK <= 384, "one block of depth (see above)");
   // the path under test is the one taken: the products would round the unfolded input into copies
+  // (on targets that pack bf16 values: elsewhere the layer unfolds in bf16 whatever the shape)
   static_assert(!detail::gemm_scratch<float>::packs_bf16_values ||
-                    detail::gemm_scratch<float>::rounds_into_copies(bound::P, bound::F, bound::CKK) == Unfolds,
-                "this shape's products do not route as the test says");
+                    detail::gemm_scratch<float>::rounds_into_copies_by_shape(bound::P, bound::F, bound::CKK) == Unfolds,
+                "this shape's products do not route as the test's Unfolds says");
   constexpr std::size_t n_in = In::size * B, n_out = bound::output_shape::size * B;
   rng g(B * 31 + In::size);
   std::vector<float> w(layout::buffer_size), rounded_w(w), dw_f32(w.size(), 0.0f), dw_bf16(dw_f32);
@@ -439,7 +442,10 @@ void expect_conv2d_on_bf16_values_as_in_f32() {
   rounding.use_bf16_operands(true);
   bound::template reserve<B, float>(plain);
   bound::template reserve<B, float>(rounding);
-  std::vector<float> scratch_f32(bound::template workspace<B, float>), scratch_bf16(bound::template workspace<B, bf16>);
+  // each layer's workspace, followed by a guard that must stay untouched (the room a widened sample needs)
+  constexpr std::size_t guard = 64;
+  std::vector<float> scratch_f32(bound::template workspace<B, float> + guard, -7.0f),
+      scratch_bf16(bound::template workspace<B, bf16> + guard, -7.0f);
   detail::layer_context<float, B, layout> f;
   f.x = xf.data(), f.y = yf.data(), f.dy = dy.data(), f.dx = dx_f32.data(), f.w = rounded_w.data();
   f.dw = dw_f32.data(), f.gemm = &plain, f.scratch = scratch_f32.data();
@@ -449,6 +455,10 @@ void expect_conv2d_on_bf16_values_as_in_f32() {
   f.overwrite_gradients = h.overwrite_gradients = true;
   bound::forward(f), bound::backward(f);
   bound::forward(h), bound::backward(h);
+  for (std::size_t i = 0; i < guard; ++i) {
+    ASSERT_EQ(scratch_f32[scratch_f32.size() - guard + i], -7.0f) << "written past the f32 workspace";
+    ASSERT_EQ(scratch_bf16[scratch_bf16.size() - guard + i], -7.0f) << "written past the bf16 workspace";
+  }
   for (std::size_t i = 0; i < n_out; ++i)
     ASSERT_EQ(yb[i].bits, bf16::from(yf[i]).bits) << "output " << i;
   for (std::size_t i = 0; i < n_in; ++i)
@@ -468,8 +478,8 @@ TEST(bf16, without_avx512_bf16_conv2d_forward_and_backward_are_f32_on_the_bf16_v
   expect_conv2d_on_bf16_values_as_in_f32<conv2d<5, 3, 1, same>, shape<4, 11, 7>, 2, true>();
   expect_conv2d_on_bf16_values_as_in_f32<conv2d<6, 3, 2, 1>, shape<2, 10, 10>, 2, true>();
   expect_conv2d_on_bf16_values_as_in_f32<conv2d<4, 1, 2>, shape<3, 8, 8>, 2, true>();  // 3·8·8 > 3·16
-  // products that pack (64 filters, 144 deep): unfolded in bf16
-  expect_conv2d_on_bf16_values_as_in_f32<conv2d<64, 3, 1, same>, shape<16, 6, 6>, 2, false>();
+  // its forward and weight-gradient products pack (64 filters, 144 deep, 81 pixels): unfolded in bf16
+  expect_conv2d_on_bf16_values_as_in_f32<conv2d<64, 3, 1, same>, shape<16, 9, 9>, 2, false>();
 }
 
 using mlp = model<input<2, 2>, flatten, dense<32>, relu, dense<16>, relu, dense<3>>;

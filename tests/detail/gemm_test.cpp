@@ -273,6 +273,16 @@ void check_small_bits() {
     const bool acc = ++seed % 2 == 0;
     check_every_transposition<small_route<Ops, route::transposed>>(m, n, k, acc, seed, unused, scratch, 1);
   }
+  // Products two tiles of rows tall (or wide, transposed), deep, with many
+  // chunks of columns: op(A) read in place once per chunk (choose() takes
+  // these routes for a column-major op(A), or a row-major op(B)); ragged
+  // tiles, three blocks of depth.
+  for (const auto& [m, n, k] : {std::array<index, 3>{4 * Ops::W, 150, 1000}, {4 * Ops::W - 5, 37, 800}}) {
+    const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
+    const bool acc = ++seed % 2 == 0;
+    check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
+    check_every_transposition<small_route<Ops, route::transposed>>(n, m, k, !acc, seed, unused, scratch, 1);
+  }
 }
 
 /// Which products take which route: the MLP's 10-class head and its
@@ -282,29 +292,48 @@ template <class Ops>
 void check_small_routes() {
   using kiln::detail::small_gemm::choose;
   using kiln::detail::small_gemm::route;
-  EXPECT_EQ(choose<Ops>(10, 64, 128), route::transposed);  // forward of the head: 10 outputs
-  EXPECT_EQ(choose<Ops>(128, 10, 64), route::direct);      // its weight gradient: 10 columns
-  EXPECT_EQ(choose<Ops>(128, 64, 10), route::direct);      // the input gradient through it: 10 deep
-  EXPECT_EQ(choose<Ops>(784, 16, 25), route::direct);      // the first convolution: 25 taps
-  EXPECT_EQ(choose<Ops>(256, 64, 784), route::blocked);
+  // (the rules before the short products' do not depend on which operands are stored transposed; `plain`
+  // asks with neither, for which the short products' rule takes none of these shapes)
+  const auto plain = [](index m, index n, index k) { return choose<Ops, false, false>(m, n, k); };
+  EXPECT_EQ(plain(10, 64, 128), route::transposed);  // forward of the head: 10 outputs
+  EXPECT_EQ(plain(128, 10, 64), route::direct);      // its weight gradient: 10 columns
+  EXPECT_EQ(plain(128, 64, 10), route::direct);      // the input gradient through it: 10 deep
+  EXPECT_EQ(plain(784, 16, 25), route::direct);      // the first convolution: 25 taps
+  EXPECT_EQ(plain(256, 64, 784), route::blocked);
   // the first layer's weight gradient, 64 deep (batch 64), and 32 (replicate<2>): in chunks, with AVX-512
   const route shallow = Ops::chunks_shallow_products ? route::direct : route::blocked;
-  EXPECT_EQ(choose<Ops>(784, 256, 64), shallow);
-  EXPECT_EQ(choose<Ops>(784, 256, 32), shallow);
-  EXPECT_EQ(choose<Ops>(256, 128, 64), shallow);
-  EXPECT_EQ(choose<Ops>(784, 256, 65), route::blocked);
-  EXPECT_EQ(choose<Ops>(1568, 256, 64), route::blocked);  // A too large to be read once per chunk
-  EXPECT_EQ(choose<Ops>(1025, 256, 64), route::blocked);  // (65,600 floats of A: just too large)
-  EXPECT_EQ(choose<Ops>(256, 257, 64), route::blocked);   // op(B) in 5 chunks of 64 columns
-  EXPECT_EQ(choose<Ops>(256, 273, 60), route::blocked);   // 5 chunks of 68
-  EXPECT_EQ(choose<Ops>(196, 400, 32), shallow);          // the CNN's second input gradient
-  EXPECT_EQ(choose<Ops>(256, 2048, 64), route::blocked);  // op(B) more than 4 chunks (a transformer's 64 wide)
-  EXPECT_EQ(choose<Ops>(256, 64, 128), route::blocked);
+  EXPECT_EQ(plain(784, 256, 64), shallow);
+  EXPECT_EQ(plain(784, 256, 32), shallow);
+  EXPECT_EQ(plain(256, 128, 64), shallow);
+  EXPECT_EQ(plain(784, 256, 65), route::blocked);
+  EXPECT_EQ(plain(1568, 256, 64), route::blocked);  // A too large to be read once per chunk
+  EXPECT_EQ(plain(1025, 256, 64), route::blocked);  // (65,600 floats of A: just too large)
+  EXPECT_EQ(plain(256, 257, 64), route::blocked);   // op(B) in 5 chunks of 64 columns
+  EXPECT_EQ(plain(256, 273, 60), route::blocked);   // 5 chunks of 68
+  EXPECT_EQ(plain(196, 400, 32), shallow);          // the CNN's second input gradient
+  EXPECT_EQ(plain(256, 2048, 64), route::blocked);  // op(B) more than 4 chunks (a transformer's 64 wide)
+  EXPECT_EQ(plain(256, 64, 128), route::blocked);
   // at most one tile of rows wide once transposed (2W columns): op(A) read in place, once
-  EXPECT_EQ(choose<Ops>(256, 2 * Ops::W, 784), route::transposed);  // replicate<2>'s forward at 32 (AVX-512)
-  EXPECT_EQ(choose<Ops>(400, 2 * Ops::W, 196), route::transposed);  // the CNN's second weight gradient (AVX-512)
-  EXPECT_EQ(choose<Ops>(4096, 2, 4096), route::transposed);         // however large op(A) is
-  EXPECT_EQ(choose<Ops>(256, 2 * Ops::W + 1, 784), route::blocked);
+  EXPECT_EQ(plain(256, 2 * Ops::W, 784), route::transposed);  // replicate<2>'s forward at 32 (AVX-512)
+  EXPECT_EQ(plain(400, 2 * Ops::W, 196), route::transposed);  // the CNN's second weight gradient (AVX-512)
+  EXPECT_EQ(plain(4096, 2, 4096), route::transposed);         // however large op(A) is
+  EXPECT_EQ(plain(256, 2 * Ops::W + 1, 784), route::blocked);
+  // at most two tiles of rows (4W) from a column-major op(A), or, transposed, of columns from a row-major
+  // op(B): read in place, reread once per chunk of columns (the transformer's weight gradients, 64 × 192 ×
+  // 2048 and 256 × 64 × 2048 with AVX-512, 1 MiB of L2), up to half of this CPU's L2 of it
+  using kiln::detail::small_gemm::short_operand_floats;
+  const route in_place = Ops::short_products_in_place ? route::direct : route::blocked;
+  const route in_place_transposed = Ops::short_products_in_place ? route::transposed : route::blocked;
+  const index rows = 4 * Ops::W, deep = short_operand_floats() / rows, deep_for_more = short_operand_floats() / (rows + 1);
+  EXPECT_EQ((choose<Ops, false, true>(rows, 192, deep)), in_place);
+  EXPECT_EQ((choose<Ops, false, false>(rows, 192, deep)), in_place);
+  EXPECT_EQ((choose<Ops, true, true>(rows, 192, deep)), route::blocked);  // op(A) stored transposed
+  EXPECT_EQ((choose<Ops, false, true>(rows + 1, 192, deep_for_more)), route::blocked);  // three tiles of rows
+  EXPECT_EQ((choose<Ops, false, true>(rows, 192, deep + 1)), route::blocked);  // too much to reread
+  EXPECT_EQ((choose<Ops, false, true>(256, rows, deep)), in_place_transposed);
+  EXPECT_EQ((choose<Ops, true, true>(256, rows, deep)), in_place_transposed);
+  EXPECT_EQ((choose<Ops, true, false>(256, rows, deep)), route::blocked);  // op(B) stored column-major
+  EXPECT_EQ((choose<Ops, false, true>(256, rows + 1, deep_for_more)), route::blocked);
 }
 
 #if defined(__AVX512F__)

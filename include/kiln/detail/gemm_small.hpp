@@ -35,6 +35,18 @@
 // block of depth. On Zen 4 the MLP's forward product at 32 (256 × 32 × 784)
 // went from 136 to 122 µs (docs/performance.md has the others).
 //
+// With Ops::short_products_in_place (AVX-512; measured slower with AVX2's
+// 8 lanes), a product whose C is at most two tiles of rows tall (4W: 64) and
+// whose op(A) is stored column-major, at most half of the L2's worth of it,
+// takes the direct route whatever op(B)'s size: op(A) is read where it is,
+// once per chunk of columns (from L2), and neither operand is packed; the
+// same for Cᵀ when op(B) is stored row-major. These are the weight
+// gradients of a position-wise layer over many positions (the transformer:
+// 64 × 192 × 2048, 256 × 64 × 2048), deep products whose packing the few
+// tiles of C do not pay back, and its input gradients into 64 features
+// (64 × 2048 × 192, op(A) the weight transposed, stored column-major):
+// docs/performance.md has the measurements.
+//
 // The sums are those of the blocked kernels, bit for bit: per block of depth
 // (the same blocks, even_block(k, gemm_kc, 16)), one chain of fused
 // multiply-adds from zero, added to C (or stored, for the first block of an
@@ -43,7 +55,7 @@
 // against the scalar loop.
 //
 // Ops (one per vector width: avx512::small_ops, avx2::small_ops) gives the
-// vector type and its W lanes, the two routing flags above, `cols`, the
+// vector type and its W lanes, the three routing flags above, `cols`, the
 // most columns a tile's 2·cols accumulators leave registers for, and zero,
 // load, store, add, broadcast, fma, a W × W transpose
 // (dst[q·ld_dst + r] = src[r·ld_src + q]) and merge_first
@@ -85,9 +97,18 @@ constexpr bool one_tile_of_rows(std::ptrdiff_t rows) {
   return rows <= 2 * Ops::W;
 }
 
-/// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops.
+/// The most floats of op(A) (column-major, at most two tiles of rows) that
+/// a product with Ops::short_products_in_place reads in place once per
+/// chunk of columns: half of this CPU's L2 (the transformer's 64 × 2048
+/// with 1 MiB).
+inline std::ptrdiff_t short_operand_floats() {
+  return cpu_caches().l2 / 2 / static_cast<std::ptrdiff_t>(sizeof(float));
+}
+
+/// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops,
+/// however its operands are stored (all but the short products' rule).
 template <class Ops>
-constexpr route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
+constexpr route choose_by_shape(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   if (k * n <= small_operand_floats && (n <= 2 * Ops::cols || m * k <= reread_floats)) return route::direct;
   if (k * m <= small_operand_floats && (m <= 2 * Ops::cols || n * k <= reread_floats)) return route::transposed;
   if (Ops::chunks_shallow_products && k <= shallow_depth && m * k <= reread_floats &&
@@ -97,11 +118,28 @@ constexpr route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   return route::blocked;
 }
 
-/// Floats of scratch run() needs for this shape (one tile's rows of A, as
-/// deep as a block; 0 when the product takes the blocked route).
+/// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops, for
+/// A stored transposed (TransA) or not, and B.
+template <class Ops, bool TransA, bool TransB>
+route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
+  const route by_shape = choose_by_shape<Ops>(m, n, k);
+  if (by_shape != route::blocked || !Ops::short_products_in_place) return by_shape;
+  // C (or Cᵀ) at most two tiles of rows, from an operand stored column-major: read in place, reread per chunk
+  if (!TransA && m <= 4 * Ops::W && m * k <= short_operand_floats()) return route::direct;
+  if (TransB && n <= 4 * Ops::W && n * k <= short_operand_floats()) return route::transposed;
+  return route::blocked;
+}
+
+/// Floats of scratch run() needs for this shape, whichever operands are
+/// transposed (one tile's rows of A, as deep as a block; 0 when the product
+/// takes the blocked route).
 template <class Ops>
-constexpr std::ptrdiff_t scratch_floats(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
-  return choose<Ops>(m, n, k) == route::blocked ? 0 : 2 * Ops::W * even_block(k, gemm_kc, 16);
+std::ptrdiff_t scratch_floats(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
+  const bool small = choose<Ops, false, false>(m, n, k) != route::blocked ||
+                     choose<Ops, false, true>(m, n, k) != route::blocked ||
+                     choose<Ops, true, false>(m, n, k) != route::blocked ||
+                     choose<Ops, true, true>(m, n, k) != route::blocked;
+  return small ? 2 * Ops::W * even_block(k, gemm_kc, 16) : 0;
 }
 
 /// C tile (V·W × N at c, ldc) (+)= A (V·W rows at a, lda) · op(B) over kc,
@@ -267,7 +305,7 @@ void gemm(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const
 template <class Ops, bool TransA, bool TransB>
 bool gemm_if_small(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
                    const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
-  const route how = choose<Ops>(m, n, k);
+  const route how = choose<Ops, TransA, TransB>(m, n, k);
   if (how == route::blocked) return false;
   gemm<Ops, TransA, TransB>(how, m, n, k, a, lda, b, ldb, c, ldc, scratch, overwrite);
   return true;

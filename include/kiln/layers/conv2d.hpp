@@ -29,7 +29,7 @@
 //   1 the unfold and fold-back move 16 floats per masked AVX-512 instruction
 //   (kiln/detail/unfold.hpp). Under precision<bf16> on a CPU without
 //   AVX512-BF16, where the products would round the unfolded input into a
-//   copy (few filters), each sample is widened to f32 first and unfolded in
+//   copy (few filters, or few taps), each sample is widened to f32 first and unfolded in
 //   f32 (C·H·W more scalars of scratch at most). No allocation.
 #pragma once
 
@@ -144,18 +144,20 @@ struct conv2d {
    private:
     /// Under bf16 activations, where the products with the unfolded input
     /// skip packing and would round it into an f32 copy for each sample
-    /// first (few filters, a CPU without AVX512-BF16:
-    /// gemm_scratch::rounds_into_copies), the input is unfolded in f32
-    /// instead (its bf16 values widened, exactly) and given to them as
-    /// detail::f32_of_bf16_values, which they read where it is. Elsewhere it
-    /// is unfolded in bf16 (half the bytes) for the packing kernels. The same
-    /// values either way: the same bits.
-    /// (Decided from the forward product's shape. Where the weight
-    /// gradient's, CKK × F × P, takes a packing route instead, it rounds
-    /// the f32 values while packing: the same bits, one pass more.)
+    /// first (a CPU without AVX512-BF16, and few filters, a small unfolded
+    /// input or a shallow one: gemm_scratch::rounds_into_copies_by_shape),
+    /// the input is unfolded in f32 instead (its bf16 values widened,
+    /// exactly) and given to them as detail::f32_of_bf16_values, which they
+    /// read where it is. Elsewhere it is unfolded in bf16 (half the bytes)
+    /// for the packing kernels. The same values either way: the same bits.
+    /// (Decided at compile time from the forward product's shape. Where the
+    /// weight gradient's, CKK × F × P, packs instead, it rounds the f32
+    /// values while packing; where a product of at most 64 pixels copies
+    /// anyway, by the L2-dependent rule for short products, it widens the
+    /// bf16 ones into a copy: the same bits, a pass more.)
     template <class A>
     static constexpr bool unfolds_in_f32_for =
-        std::is_same_v<A, bf16> && detail::gemm_scratch<float>::rounds_into_copies(P, F, CKK);
+        std::is_same_v<A, bf16> && detail::gemm_scratch<float>::rounds_into_copies_by_shape(P, F, CKK);
     template <class Ctx>
     static constexpr bool unfolds_in_f32 = unfolds_in_f32_for<typename Ctx::activation>;
 
