@@ -334,6 +334,7 @@ void check_small_routes() {
   EXPECT_EQ((choose<Ops, true, true>(256, rows, deep)), in_place_transposed);
   EXPECT_EQ((choose<Ops, true, false>(256, rows, deep)), route::blocked);  // op(B) stored column-major
   EXPECT_EQ((choose<Ops, false, true>(256, rows + 1, deep_for_more)), route::blocked);
+  EXPECT_EQ((choose<Ops, false, true>(256, rows, deep + 1)), route::blocked);  // too much to reread
 }
 
 #if defined(__AVX512F__)

@@ -35,11 +35,12 @@
 // block of depth. On Zen 4 the MLP's forward product at 32 (256 × 32 × 784)
 // went from 136 to 122 µs (docs/performance.md has the others).
 //
-// With Ops::short_products_in_place (AVX-512; measured slower with AVX2's
-// 8 lanes), a product whose C is at most two tiles of rows tall (4W: 64) and
+// With Ops::short_products_in_place (AVX-512; off and unmeasured with
+// AVX2), a product whose C is at most two tiles of rows tall (4W: 64) and
 // whose op(A) is stored column-major, at most half of the L2's worth of it,
 // takes the direct route whatever op(B)'s size: op(A) is read where it is,
-// once per chunk of columns (from L2), and neither operand is packed; the
+// once per chunk of columns (from L2), and neither operand is packed (a
+// ragged tile of rows is copied, as on every small route); the
 // same for Cᵀ when op(B) is stored row-major. These are the weight
 // gradients of a position-wise layer over many positions (the transformer:
 // 64 × 192 × 2048, 256 × 64 × 2048), deep products whose packing the few
