@@ -1,6 +1,6 @@
 // The GEMMs of the Fashion-MNIST MLP's training step (batch 64), of the
-// CNN's convolutions (one sample) and of the char transformer's weight
-// gradients, through kiln's kernel (AVX-512 where the
+// CNN's convolutions (one sample) and of the char transformer's
+// position-wise layers, through kiln's kernel (AVX-512 where the
 // build targets it), kiln's AVX2 kernel (what a CPU without AVX-512 runs;
 // compiled here too where the build targets AVX2), Eigen's (kiln's path
 // where neither is compiled), and with bf16 operands; in GFLOP/s and as a
@@ -100,7 +100,13 @@ void conv_weight_gradient(benchmark::internal::Benchmark* b) { b->Args({25, 16, 
 // Unfolded input gradient dcols = dYᵀ·Wᵀ (P × CKK × F).
 void conv_input_gradient(benchmark::internal::Benchmark* b) { b->Args({196, 400, 32}); }
 
-// The char transformer's position-wise weight gradients (64 wide, batch 32 × 64 positions): QKV, the
+// The char transformer's position-wise forward products (y = Wᵀx, the
+// weight stored row-major; batch 32 × 64 positions): QKV, the output
+// projection, the MLP's up and down projections
+void transformer_forward(benchmark::internal::Benchmark* b) {
+  b->Args({192, 2048, 64})->Args({64, 2048, 64})->Args({256, 2048, 64})->Args({64, 2048, 256});
+}
+// Their weight gradients (64 wide, batch 32 × 64 positions): QKV, the
 // output projection, the MLP's up and down projections
 void transformer_weight_gradient(benchmark::internal::Benchmark* b) {
   b->Args({64, 192, 2048})->Args({64, 64, 2048})->Args({64, 256, 2048})->Args({256, 64, 2048});
@@ -127,6 +133,7 @@ BENCHMARK(gemm<true, false, kernel::eigen>)->Name("eigen/forward")->Apply(mlp_fo
 BENCHMARK(gemm<true, false, kernel::avx2>)->Name("kiln_avx2/forward")->Apply(mlp_forward);
 BENCHMARK(gemm<false, true, kernel::avx2>)->Name("kiln_avx2/weight_gradient")->Apply(mlp_weight_gradient);
 BENCHMARK(gemm<false, false, kernel::avx2>)->Name("kiln_avx2/input_gradient")->Apply(mlp_input_gradient);
+BENCHMARK(gemm<true, false, kernel::avx2>)->Name("kiln_avx2/transformer_forward")->Apply(transformer_forward);
 BENCHMARK(gemm<false, true, kernel::avx2>)->Name("kiln_avx2/transformer_weight_gradient")->Apply(transformer_weight_gradient);
 BENCHMARK(gemm<false, false, kernel::avx2>)->Name("kiln_avx2/transformer_input_gradient")->Apply(transformer_input_gradient);
 BENCHMARK(gemm<false, false, kernel::avx2>)->Name("kiln_avx2/conv_forward")->Apply(conv_forward);
@@ -139,6 +146,8 @@ BENCHMARK(gemm<false, false, kernel::eigen>)->Name("eigen/input_gradient")->Appl
 BENCHMARK(gemm<true, false, kernel::kiln, true>)->Name("kiln_bf16/forward")->Apply(mlp_forward);
 BENCHMARK(gemm<false, true, kernel::kiln, true>)->Name("kiln_bf16/weight_gradient")->Apply(mlp_weight_gradient);
 BENCHMARK(gemm<false, false, kernel::kiln, true>)->Name("kiln_bf16/input_gradient")->Apply(mlp_input_gradient);
+BENCHMARK(gemm<true, false, kernel::kiln>)->Name("kiln/transformer_forward")->Apply(transformer_forward);
+BENCHMARK(gemm<true, false, kernel::eigen>)->Name("eigen/transformer_forward")->Apply(transformer_forward);
 BENCHMARK(gemm<false, true, kernel::kiln>)->Name("kiln/transformer_weight_gradient")->Apply(transformer_weight_gradient);
 BENCHMARK(gemm<false, true, kernel::eigen>)->Name("eigen/transformer_weight_gradient")->Apply(transformer_weight_gradient);
 BENCHMARK(gemm<false, false, kernel::kiln>)->Name("kiln/transformer_input_gradient")->Apply(transformer_input_gradient);

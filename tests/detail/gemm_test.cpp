@@ -156,8 +156,18 @@ void check_bits(Kernel kernel, index m, index n, index k, bool accumulate, std::
     return std::unique_ptr<float[], aligned_free>(
         static_cast<float*>(::operator new[](static_cast<std::size_t>(floats) * sizeof(float), std::align_val_t{64})));
   };
-  auto pa = buffer(packed_a), pb = buffer(packed_b);
+  // (the packing space as the caller sized it, then a guard the kernel must not write)
+  constexpr std::ptrdiff_t guard = 64;
+  constexpr std::uint32_t untouched = 0x7fc0dead;  // a NaN no kernel writes
+  auto pa = buffer(packed_a + guard), pb = buffer(packed_b + guard);
+  std::fill_n(pa.get() + packed_a, guard, std::bit_cast<float>(untouched));
+  std::fill_n(pb.get() + packed_b, guard, std::bit_cast<float>(untouched));
   kernel(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, pa.get(), pb.get(), !accumulate, blocks);
+  for (std::ptrdiff_t at = 0; at < guard; ++at)
+    ASSERT_TRUE(std::bit_cast<std::uint32_t>(pa[packed_a + at]) == untouched &&
+                std::bit_cast<std::uint32_t>(pb[packed_b + at]) == untouched)
+        << "m " << m << " n " << n << " k " << k << " TransA " << TransA << " TransB " << TransB
+        << ": written past the packing space the caller reserved";
   for (std::size_t at = 0; at < c.size(); ++at)
     ASSERT_EQ(std::bit_cast<std::uint32_t>(c[at]), std::bit_cast<std::uint32_t>(want[at]))
         << "m " << m << " n " << n << " k " << k << " TransA " << TransA << " TransB " << TransB << " element " << at
@@ -225,13 +235,17 @@ TEST(gemm, avx2_kernel_sums_in_kilns_order_bit_for_bit) { check_kernel_bits<avx2
 #endif
 
 /// The small products (detail/gemm_small.hpp) by one route whatever their
-/// shape, through check_bits.
+/// shape, through check_bits, and the scratch that route needs for any
+/// transposition (the most: op(A) stored transposed, op(B) not).
 template <class Ops, kiln::detail::small_gemm::route How>
 struct small_route {
   template <bool TA, bool TB>
   static void gemm(index m, index n, index k, const float* a, index lda, const float* b, index ldb, float* c, index ldc,
                    float* scratch, float*, bool overwrite, const kiln::detail::gemm_blocks&) {
     kiln::detail::small_gemm::gemm<Ops, TA, TB>(How, m, n, k, a, lda, b, ldb, c, ldc, scratch, overwrite);
+  }
+  static std::ptrdiff_t scratch(index m, index n, index k) {
+    return kiln::detail::small_gemm::route_scratch_floats<Ops, true, false>(How, m, n, k);
   }
 };
 
@@ -244,23 +258,23 @@ void check_small_bits() {
   const index ns[] = {1, 5, 10, Ops::cols + 1, 64};
   const index ks[] = {1, 10, 17, 128, 385};
   const kiln::detail::gemm_blocks unused{};
+  using direct = small_route<Ops, route::direct>;
+  using transposed = small_route<Ops, route::transposed>;
   std::uint64_t seed = 500;
   for (index m : ms)
     for (index n : ns)
       for (index k : ks) {
         const bool acc = ++seed % 2 == 0;
-        const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
-        check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
-        check_every_transposition<small_route<Ops, route::transposed>>(m, n, k, acc, seed, unused, scratch, 1);
+        check_every_transposition<direct>(m, n, k, acc, seed, unused, direct::scratch(m, n, k), 1);
+        check_every_transposition<transposed>(m, n, k, acc, seed, unused, transposed::scratch(m, n, k), 1);
       }
   // Shallow products whose op(B) does not fit in L1: a chunk of columns at a
   // time (300 columns 40 deep: 3 chunks of 100); and the same chunks through
   // the transposed route (which choose() picks for a small op(A)).
   for (const auto& [m, n, k] : {std::array<index, 3>{100, 300, 40}, {37, 200, 64}, {2 * Ops::W + 1, 129, 33}}) {
-    const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
     const bool acc = ++seed % 2 == 0;
-    check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
-    check_every_transposition<small_route<Ops, route::transposed>>(n, m, k, !acc, seed, unused, scratch, 1);
+    check_every_transposition<direct>(m, n, k, acc, seed, unused, direct::scratch(m, n, k), 1);
+    check_every_transposition<transposed>(n, m, k, !acc, seed, unused, transposed::scratch(n, m, k), 1);
   }
   // Narrow products with a large op(A), read in place once (choose() takes
   // the transposed route for them): the MLP's forward at 32, the CNN's
@@ -269,32 +283,32 @@ void check_small_bits() {
   for (const auto& [m, n, k] : {std::array<index, 3>{256, 32, 784}, {196, 32, 400}, {400, 32, 196},
                                 {2 * Ops::W * 7 + 5, 2 * Ops::W, 3 * kiln::detail::gemm_kc + 7},
                                 {301, 2 * Ops::W - 3, 500}, {301, 3, 500}}) {
-    const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
     const bool acc = ++seed % 2 == 0;
-    check_every_transposition<small_route<Ops, route::transposed>>(m, n, k, acc, seed, unused, scratch, 1);
+    check_every_transposition<transposed>(m, n, k, acc, seed, unused, transposed::scratch(m, n, k), 1);
   }
-  // Products two tiles of rows tall (or wide, transposed), deep, with many
-  // chunks of columns: op(A) read in place once per chunk (choose() takes
-  // these routes for a column-major op(A), or a row-major op(B)); ragged
-  // tiles, three blocks of depth.
-  for (const auto& [m, n, k] : {std::array<index, 3>{4 * Ops::W, 150, 1000}, {4 * Ops::W - 5, 37, 800}}) {
-    const std::ptrdiff_t scratch = 2 * Ops::W * kiln::detail::even_block(k, kiln::detail::gemm_kc, 16);
+  // Products with many chunks of columns, deep or long (choose() takes
+  // these routes for an op(A), or op(B)ᵀ, in half the L2): op(A) read once
+  // per chunk, in place or, stored transposed, from one copy made first;
+  // two tiles of rows or more, ragged tiles (rows not a multiple of W),
+  // three blocks of depth.
+  for (const auto& [m, n, k] : {std::array<index, 3>{4 * Ops::W, 150, 1000}, {4 * Ops::W - 5, 37, 800},
+                                {6 * Ops::W + 5, 300, 200}, {100, 150, 1000}}) {
     const bool acc = ++seed % 2 == 0;
-    check_every_transposition<small_route<Ops, route::direct>>(m, n, k, acc, seed, unused, scratch, 1);
-    check_every_transposition<small_route<Ops, route::transposed>>(n, m, k, !acc, seed, unused, scratch, 1);
+    check_every_transposition<direct>(m, n, k, acc, seed, unused, direct::scratch(m, n, k), 1);
+    check_every_transposition<transposed>(n, m, k, !acc, seed, unused, transposed::scratch(n, m, k), 1);
   }
 }
 
 /// Which products take which route: the MLP's 10-class head and its
 /// 10-deep input gradient skip packing, shallow and narrow products too
-/// (with the Ops' flags), the other large products do not.
+/// (with the Ops' flags), the other large products do not by their shape
+/// (choose_by_shape); on this CPU (choose), those whose op(A), or op(B)ᵀ,
+/// fits in half its L2 skip it too, with the Ops' flag.
 template <class Ops>
 void check_small_routes() {
   using kiln::detail::small_gemm::choose;
   using kiln::detail::small_gemm::route;
-  // (the rules before the short products' do not depend on which operands are stored transposed; `plain`
-  // asks with neither, for which the short products' rule takes none of these shapes)
-  const auto plain = [](index m, index n, index k) { return choose<Ops, false, false>(m, n, k); };
+  const auto plain = [](index m, index n, index k) { return kiln::detail::small_gemm::choose_by_shape<Ops>(m, n, k); };
   EXPECT_EQ(plain(10, 64, 128), route::transposed);  // forward of the head: 10 outputs
   EXPECT_EQ(plain(128, 10, 64), route::direct);      // its weight gradient: 10 columns
   EXPECT_EQ(plain(128, 64, 10), route::direct);      // the input gradient through it: 10 deep
@@ -318,23 +332,31 @@ void check_small_routes() {
   EXPECT_EQ(plain(400, 2 * Ops::W, 196), route::transposed);  // the CNN's second weight gradient (AVX-512)
   EXPECT_EQ(plain(4096, 2, 4096), route::transposed);         // however large op(A) is
   EXPECT_EQ(plain(256, 2 * Ops::W + 1, 784), route::blocked);
-  // at most two tiles of rows (4W) from a column-major op(A), or, transposed, of columns from a row-major
-  // op(B): read in place, reread once per chunk of columns (the transformer's weight gradients, 64 × 192 ×
-  // 2048 and 256 × 64 × 2048 with AVX-512, 1 MiB of L2), up to half of this CPU's L2 of it
-  using kiln::detail::small_gemm::short_operand_floats;
-  const route in_place = Ops::short_products_in_place ? route::direct : route::blocked;
-  const route in_place_transposed = Ops::short_products_in_place ? route::transposed : route::blocked;
-  const index rows = 4 * Ops::W, deep = short_operand_floats() / rows, deep_for_more = short_operand_floats() / (rows + 1);
-  EXPECT_EQ((choose<Ops, false, true>(rows, 192, deep)), in_place);
-  EXPECT_EQ((choose<Ops, false, false>(rows, 192, deep)), in_place);
-  EXPECT_EQ((choose<Ops, true, true>(rows, 192, deep)), route::blocked);  // op(A) stored transposed
-  EXPECT_EQ((choose<Ops, false, true>(rows + 1, 192, deep_for_more)), route::blocked);  // three tiles of rows
-  EXPECT_EQ((choose<Ops, false, true>(rows, 192, deep + 1)), route::blocked);  // too much to reread
-  EXPECT_EQ((choose<Ops, false, true>(256, rows, deep)), in_place_transposed);
-  EXPECT_EQ((choose<Ops, true, true>(256, rows, deep)), in_place_transposed);
-  EXPECT_EQ((choose<Ops, true, false>(256, rows, deep)), route::blocked);  // op(B) stored column-major
-  EXPECT_EQ((choose<Ops, false, true>(256, rows + 1, deep_for_more)), route::blocked);
-  EXPECT_EQ((choose<Ops, false, true>(256, rows, deep + 1)), route::blocked);  // too much to reread
+  // whatever its shape, op(A) in half of this CPU's L2 (or op(B)ᵀ, for Cᵀ): read from there once per chunk
+  // of columns (with AVX-512), however the operands are stored; anything the shape rules take, they still take
+  const index half_l2 = kiln::detail::small_gemm::l2_operand_floats();
+  const route in_l2 = Ops::l2_operand_in_place ? route::direct : route::blocked;
+  const route in_l2_transposed = Ops::l2_operand_in_place ? route::transposed : route::blocked;
+  const index rows = 300, deep = half_l2 / rows, wide = 5000;
+  ASSERT_EQ(plain(rows, wide, deep), route::blocked);
+  ASSERT_EQ(plain(wide, rows, deep), route::blocked);
+  EXPECT_EQ(choose<Ops>(rows, wide, deep), in_l2);
+  EXPECT_EQ(choose<Ops>(rows, wide, deep + 1), route::blocked);  // op(A) and op(B)ᵀ too large to reread
+  EXPECT_EQ(choose<Ops>(half_l2 / deep + 1, wide, deep), route::blocked);
+  EXPECT_EQ(choose<Ops>(wide, rows, deep), in_l2_transposed);
+  EXPECT_EQ(choose<Ops>(wide, rows, deep + 1), route::blocked);
+  EXPECT_EQ(choose<Ops>(wide, half_l2 / deep + 1, deep), route::blocked);
+  EXPECT_EQ(choose<Ops>(rows, rows, deep), in_l2);  // both fit: C as it is stored
+  EXPECT_EQ(choose<Ops>(10, 64, 128), route::transposed);
+  EXPECT_EQ(choose<Ops>(784, 256, 64), shallow);
+  // the transformer's position-wise forward, weight and input gradients (64 wide, 256 in the MLP block,
+  // 2048 positions) and the MLP's first forward product at 64, as Cᵀ, with AVX-512 on this machine's L2
+  const auto by_l2 = [&](index floats, route how) { return floats <= half_l2 ? how : route::blocked; };
+  EXPECT_EQ(choose<Ops>(256, 2048, 64), by_l2(256 * 64, in_l2));
+  EXPECT_EQ(choose<Ops>(64, 2048, 256), by_l2(64 * 256, in_l2));
+  EXPECT_EQ(choose<Ops>(64, 192, 2048), by_l2(64 * 2048, in_l2));
+  EXPECT_EQ(choose<Ops>(256, 64, 2048), by_l2(64 * 2048, in_l2_transposed));
+  EXPECT_EQ(choose<Ops>(256, 64, 784), by_l2(64 * 784, in_l2_transposed));
 }
 
 #if defined(__AVX512F__)

@@ -84,8 +84,7 @@ class gemm_scratch {
     need_a_ = std::max(need_a_, static_cast<std::size_t>(kc * mc));
     need_b_ = std::max(need_b_, static_cast<std::size_t>(kc * nc));
 #if KILN_DETAIL_OWN_SGEMM
-    if (bf16_ && (rounds_into_copies<false, false>(m, n, k) || rounds_into_copies<false, true>(m, n, k) ||
-                  rounds_into_copies<true, false>(m, n, k) || rounds_into_copies<true, true>(m, n, k))) {
+    if (bf16_ && rounds_into_copies(m, n, k)) {
       need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
       if (need_rounded_ > cap_rounded_) rounded_ = allocate(need_rounded_, cap_rounded_);
     }
@@ -107,7 +106,7 @@ class gemm_scratch {
   /// ones rounded) while kiln's AVX-512 or AVX2 kernel packs them
   /// (detail/sgemm_avx512_bf16_values.hpp, detail/sgemm_avx2.hpp) rather
   /// than rounded into copies — except in a product that skips packing
-  /// (rounds_into_copies: one small operand, shallow, narrow or short;
+  /// (rounds_into_copies: one small operand, shallow, narrow, or one in L2;
   /// detail/gemm_small.hpp), whose operands are rounded into copies for the
   /// small route.
   static constexpr bool packs_bf16_values =
@@ -160,13 +159,13 @@ class gemm_scratch {
 #if KILN_DETAIL_OWN_SGEMM
         if constexpr (packs_bf16_values) {
           // A product that skips packing (one small operand, shallow,
-          // narrow or short: detail/gemm_small.hpp): the small routes read f32 only, so both
+          // narrow, or one in L2: detail/gemm_small.hpp): the small routes read f32 only, so both
           // operands are rounded (a bf16 one widened) into copies of
           // their layouts, and the small route multiplies those in f32 —
           // the sums the packing kernels make (detail/gemm_small.hpp).
           // (Copies only where reserve() made room for them; otherwise,
           // defensively, the packing kernel: the same bits.)
-          if (rounds_into_copies<TransA, TransB>(m, n, k) && static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
+          if (rounds_into_copies(m, n, k) && static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
             T* ra = rounded_.get();
             T* rb = ra + m * k;
             const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
@@ -213,7 +212,7 @@ class gemm_scratch {
                bool overwrite = false) {
 #if KILN_DETAIL_OWN_SGEMM
     if constexpr (own_kernel) {
-      // (one small operand, shallow, narrow or short: products without packing, detail/gemm_small.hpp; the same sums)
+      // (one small operand, shallow, narrow, or one in L2: products without packing, detail/gemm_small.hpp; the same sums)
       assert(static_cast<std::size_t>(small_gemm::scratch_floats<own::small_ops>(m, n, k)) <= cap_a_ &&
              "kiln: gemm shape was not reserved");
       if (small_gemm::gemm_if_small<own::small_ops, TransA, TransB>(m, n, k, a, lda, b, ldb, c, ldc, a_.get(),
@@ -243,16 +242,15 @@ class gemm_scratch {
                                                    1>::run(m, n, k, a, lda, b, ldb, c, 1, ldc, T(1), bl);
   }
 
-  /// True for a bf16 product (m × n, k deep; op(A) stored transposed when
-  /// TransA, op(B) when TransB) that run() multiplies from rounded copies
-  /// of both operands by a small route: it skips packing
-  /// (small_gemm::choose), and the target packs bf16 values otherwise (no
-  /// AVX512-BF16). reserve() sizes the copies for it; an operand given as
-  /// f32_of_bf16_values is read where it is instead of copied.
-  template <bool TransA, bool TransB>
+  /// True for a bf16 product (m × n, k deep) that run() multiplies from
+  /// rounded copies of both operands by a small route: it skips packing on
+  /// this CPU (small_gemm::choose), and the target packs bf16 values
+  /// otherwise (no AVX512-BF16). reserve() sizes the copies for it; an
+  /// operand given as f32_of_bf16_values is read where it is instead of
+  /// copied.
   static bool rounds_into_copies(index m, index n, index k) noexcept {
 #if KILN_DETAIL_OWN_SGEMM
-    return packs_bf16_values && small_gemm::choose<own::small_ops, TransA, TransB>(m, n, k) != small_gemm::route::blocked;
+    return packs_bf16_values && small_gemm::choose<own::small_ops>(m, n, k) != small_gemm::route::blocked;
 #else
     (void)m, (void)n, (void)k;
     return false;
@@ -260,8 +258,9 @@ class gemm_scratch {
   }
   /// The same from the shape alone, at compile time (a layer sizing its
   /// workspace: conv2d): true where a product of this shape rounds into
-  /// copies however its operands are stored. (A short product's route also
-  /// depends on the CPU's L2, so one this says false for may still copy.)
+  /// copies. (A product whose op(A) fits in half the L2 may skip packing
+  /// too, by a rule that depends on the CPU, so one this says false for
+  /// may still copy.)
   static constexpr bool rounds_into_copies_by_shape(index m, index n, index k) noexcept {
 #if KILN_DETAIL_OWN_SGEMM
     return packs_bf16_values && small_gemm::choose_by_shape<own::small_ops>(m, n, k) != small_gemm::route::blocked;

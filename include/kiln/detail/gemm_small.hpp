@@ -35,17 +35,18 @@
 // block of depth. On Zen 4 the MLP's forward product at 32 (256 × 32 × 784)
 // went from 136 to 122 µs (docs/performance.md has the others).
 //
-// With Ops::short_products_in_place (AVX-512; off and unmeasured with
-// AVX2), a product whose C is at most two tiles of rows tall (4W: 64) and
-// whose op(A) is stored column-major, at most half of the L2's worth of it,
-// takes the direct route whatever op(B)'s size: op(A) is read where it is,
-// once per chunk of columns (from L2), and neither operand is packed (a
-// ragged tile of rows is copied, as on every small route); the
-// same for Cᵀ when op(B) is stored row-major. These are the weight
-// gradients of a position-wise layer over many positions (the transformer:
-// 64 × 192 × 2048, 256 × 64 × 2048), deep products whose packing the few
-// tiles of C do not pay back, and its input gradients into 64 features
-// (64 × 2048 × 192, op(A) the weight transposed, stored column-major):
+// With Ops::l2_operand_in_place (AVX-512; off and unmeasured with AVX2),
+// a product whose op(A) is at most half of this CPU's L2 (read at run
+// time) takes the direct route whatever op(B)'s size: op(A) is read once
+// per chunk of columns, from L2, where it is (column-major) or from one
+// column-major copy made first (stored transposed, when there is more
+// than one chunk); op(B) is not packed. Failing that, Cᵀ likewise when
+// op(B)ᵀ is that small. These are the transformer's position-wise products
+// over many positions: forward (64 × 2048 × 256, 256 × 2048 × 64: the
+// weight transposed), weight gradients (64 × 192 × 2048, 256 × 64 × 2048)
+// and input gradients (64 × 2048 × 192, 256 × 2048 × 64), and the MLP's
+// forward and input gradients at batch 64 (256 × 64 × 784 as Cᵀ), deep or
+// long products whose packing the tiles of C do not pay back:
 // docs/performance.md has the measurements.
 //
 // The sums are those of the blocked kernels, bit for bit: per block of depth
@@ -98,16 +99,15 @@ constexpr bool one_tile_of_rows(std::ptrdiff_t rows) {
   return rows <= 2 * Ops::W;
 }
 
-/// The most floats of op(A) (column-major, at most two tiles of rows) that
-/// a product with Ops::short_products_in_place reads in place once per
-/// chunk of columns: half of this CPU's L2 (the transformer's 64 × 2048
-/// with 1 MiB).
-inline std::ptrdiff_t short_operand_floats() {
+/// The most floats of op(A) a product with Ops::l2_operand_in_place reads
+/// once per chunk of columns: half of this CPU's L2 (the transformer's
+/// 64 × 2048 with 1 MiB).
+inline std::ptrdiff_t l2_operand_floats() {
   return cpu_caches().l2 / 2 / static_cast<std::ptrdiff_t>(sizeof(float));
 }
 
 /// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops,
-/// however its operands are stored (all but the short products' rule).
+/// however its operands are stored (all but the rule for an operand in L2).
 template <class Ops>
 constexpr route choose_by_shape(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   if (k * n <= small_operand_floats && (n <= 2 * Ops::cols || m * k <= reread_floats)) return route::direct;
@@ -119,28 +119,52 @@ constexpr route choose_by_shape(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff
   return route::blocked;
 }
 
-/// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops, for
-/// A stored transposed (TransA) or not, and B.
-template <class Ops, bool TransA, bool TransB>
+/// How C(m×n) = op(A)(m×k)·op(B)(k×n) is best computed with these Ops on
+/// this CPU, however its operands are stored.
+template <class Ops>
 route choose(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   const route by_shape = choose_by_shape<Ops>(m, n, k);
-  if (by_shape != route::blocked || !Ops::short_products_in_place) return by_shape;
-  // C (or Cᵀ) at most two tiles of rows, from an operand stored column-major: read in place, reread per chunk
-  if (!TransA && m <= 4 * Ops::W && m * k <= short_operand_floats()) return route::direct;
-  if (TransB && n <= 4 * Ops::W && n * k <= short_operand_floats()) return route::transposed;
+  if (by_shape != route::blocked || !Ops::l2_operand_in_place) return by_shape;
+  // op(A) (or, for Cᵀ, op(B)ᵀ) in half the L2: reread from there once per chunk of columns
+  if (m * k <= l2_operand_floats()) return route::direct;
+  if (n * k <= l2_operand_floats()) return route::transposed;
   return route::blocked;
 }
 
+/// Columns of op(B) run() takes at a time for a direct product (all of
+/// them when C is one tile of rows: op(B) is then read once).
+template <class Ops>
+constexpr std::ptrdiff_t chunk_of(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
+  return one_tile_of_rows<Ops>(m) ? n : even_block(n, chunk_columns<Ops>(k), 1);
+}
+
+/// Floats run() copies a transposed op(A) (m × k) into once, column-major
+/// with its rows rounded up to W, when it takes op(B) in more than one
+/// chunk (else each tile of rows is copied as it is used); 0 otherwise.
+template <class Ops, bool TransA>
+constexpr std::ptrdiff_t whole_copy_floats(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
+  if (!TransA || chunk_of<Ops>(m, n, k) >= n) return 0;
+  return (m + Ops::W - 1) / Ops::W * Ops::W * k;
+}
+
+/// Floats of scratch gemm() needs for this product by `how`: one tile's
+/// rows of op(A) as deep as a block, and room for a whole copy of op(A)
+/// where run() makes one (0 for the blocked route).
+template <class Ops, bool TransA, bool TransB>
+constexpr std::ptrdiff_t route_scratch_floats(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
+  if (how == route::blocked) return 0;
+  // (route::transposed runs Cᵀ = op(B)ᵀ·op(A)ᵀ: its op(A) is op(B)ᵀ, stored transposed unless TransB)
+  const std::ptrdiff_t whole =
+      how == route::direct ? whole_copy_floats<Ops, TransA>(m, n, k) : whole_copy_floats<Ops, !TransB>(n, m, k);
+  return whole + 2 * Ops::W * even_block(k, gemm_kc, 16);
+}
+
 /// Floats of scratch run() needs for this shape, whichever operands are
-/// transposed (one tile's rows of A, as deep as a block; 0 when the product
-/// takes the blocked route).
+/// transposed (0 when it takes the blocked route).
 template <class Ops>
 std::ptrdiff_t scratch_floats(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
-  const bool small = choose<Ops, false, false>(m, n, k) != route::blocked ||
-                     choose<Ops, false, true>(m, n, k) != route::blocked ||
-                     choose<Ops, true, false>(m, n, k) != route::blocked ||
-                     choose<Ops, true, true>(m, n, k) != route::blocked;
-  return small ? 2 * Ops::W * even_block(k, gemm_kc, 16) : 0;
+  // (the most: A stored transposed and B not, so whichever the route's op(A) is, it may be copied whole)
+  return route_scratch_floats<Ops, true, false>(choose<Ops>(m, n, k), m, n, k);
 }
 
 /// C tile (V·W × N at c, ldc) (+)= A (V·W rows at a, lda) · op(B) over kc,
@@ -275,12 +299,22 @@ void run_columns(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const flo
 /// calls it with the operands swapped): run_columns on equal chunks of
 /// op(B)'s columns, at most chunk_columns(k) each (one chunk when op(B) is
 /// small, or when C is one tile of rows: op(B) is then read once, and
-/// chunks would only copy A again for each).
+/// chunks would only copy A again for each). A transposed op(A) taken in
+/// more than one chunk is first copied column-major whole
+/// (whole_copy_floats), not once per chunk.
 template <class Ops, bool TransA, bool TransB, bool TransC>
 void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
          std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
   if (m <= 0 || n <= 0 || k <= 0) return;
-  const std::ptrdiff_t chunk = one_tile_of_rows<Ops>(m) ? n : even_block(n, chunk_columns<Ops>(k), 1);
+  const std::ptrdiff_t chunk = chunk_of<Ops>(m, n, k);
+  if constexpr (TransA) {
+    if (const std::ptrdiff_t whole = whole_copy_floats<Ops, true>(m, n, k); whole > 0) {
+      const std::ptrdiff_t ld = whole / k;
+      copy_transposed<Ops>(a, lda, m, k, scratch, ld);
+      run<Ops, false, TransB, TransC>(m, n, k, scratch, ld, b, ldb, c, ldc, scratch + whole, overwrite);
+      return;
+    }
+  }
   for (std::ptrdiff_t j = 0; j < n; j += chunk)
     run_columns<Ops, TransA, TransB, TransC>(m, std::min(chunk, n - j), k, a, lda, TransB ? b + j : b + j * ldb, ldb,
                                              TransC ? c + j : c + j * ldc, ldc, scratch, overwrite);
@@ -306,7 +340,7 @@ void gemm(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const
 template <class Ops, bool TransA, bool TransB>
 bool gemm_if_small(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
                    const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
-  const route how = choose<Ops, TransA, TransB>(m, n, k);
+  const route how = choose<Ops>(m, n, k);
   if (how == route::blocked) return false;
   gemm<Ops, TransA, TransB>(how, m, n, k, a, lda, b, ldb, c, ldc, scratch, overwrite);
   return true;

@@ -112,9 +112,9 @@ struct small_ops {
   static constexpr bool chunks_shallow_products = true;
   /// Products at most 32 columns wide read op(A) in place (detail/gemm_small.hpp).
   static constexpr bool narrow_products_in_place = true;
-  /// Products at most 64 rows tall from a column-major op(A) of at most half the L2 (or, as Cᵀ, 64 columns
-  /// wide from a row-major op(B)) read it in place (detail/gemm_small.hpp).
-  static constexpr bool short_products_in_place = true;
+  /// Products whose op(A) (or, as Cᵀ, op(B)ᵀ) is at most half the L2 reread it from there once per chunk of
+  /// columns instead of packing (detail/gemm_small.hpp).
+  static constexpr bool l2_operand_in_place = true;
   static vec zero() { return _mm512_setzero_ps(); }
   static vec load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
