@@ -236,7 +236,7 @@ TEST(gemm, avx2_kernel_sums_in_kilns_order_bit_for_bit) { check_kernel_bits<avx2
 
 /// The small products (detail/gemm_small.hpp) by one route whatever their
 /// shape, through check_bits, and the scratch that route needs for any
-/// transposition (the most: op(A) stored transposed, op(B) not).
+/// transposition.
 template <class Ops, kiln::detail::small_gemm::route How>
 struct small_route {
   template <bool TA, bool TB>
@@ -245,7 +245,7 @@ struct small_route {
     kiln::detail::small_gemm::gemm<Ops, TA, TB>(How, m, n, k, a, lda, b, ldb, c, ldc, scratch, overwrite);
   }
   static std::ptrdiff_t scratch(index m, index n, index k) {
-    return kiln::detail::small_gemm::route_scratch_floats<Ops, true, false>(How, m, n, k);
+    return kiln::detail::small_gemm::route_scratch_floats<Ops>(How, m, n, k);
   }
 };
 
@@ -350,13 +350,16 @@ void check_small_routes() {
   EXPECT_EQ(choose<Ops>(10, 64, 128), route::transposed);
   EXPECT_EQ(choose<Ops>(784, 256, 64), shallow);
   // the transformer's position-wise forward, weight and input gradients (64 wide, 256 in the MLP block,
-  // 2048 positions) and the MLP's first forward product at 64, as Cᵀ, with AVX-512 on this machine's L2
-  const auto by_l2 = [&](index floats, route how) { return floats <= half_l2 ? how : route::blocked; };
-  EXPECT_EQ(choose<Ops>(256, 2048, 64), by_l2(256 * 64, in_l2));
-  EXPECT_EQ(choose<Ops>(64, 2048, 256), by_l2(64 * 256, in_l2));
-  EXPECT_EQ(choose<Ops>(64, 192, 2048), by_l2(64 * 2048, in_l2));
-  EXPECT_EQ(choose<Ops>(256, 64, 2048), by_l2(64 * 2048, in_l2_transposed));
-  EXPECT_EQ(choose<Ops>(256, 64, 784), by_l2(64 * 784, in_l2_transposed));
+  // 2048 positions) and the MLP's first forward product at 64, with AVX-512, by this CPU's L2 (directly where
+  // op(A) fits, else as Cᵀ where op(B)ᵀ does: 256 × 64 × 784 is Cᵀ with 1 MiB, direct with 2 MiB)
+  const auto by_l2 = [&](index m, index n, index k) {
+    return m * k <= half_l2 ? in_l2 : n * k <= half_l2 ? in_l2_transposed : route::blocked;
+  };
+  for (const auto& [m, n, k] : {std::array<index, 3>{256, 2048, 64}, {64, 2048, 256}, {64, 192, 2048},
+                                {256, 64, 2048}, {256, 64, 784}}) {
+    ASSERT_EQ(plain(m, n, k), route::blocked);
+    EXPECT_EQ(choose<Ops>(m, n, k), by_l2(m, n, k)) << m << " x " << n << " x " << k;
+  }
 }
 
 #if defined(__AVX512F__)

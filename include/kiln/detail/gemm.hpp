@@ -258,9 +258,9 @@ class gemm_scratch {
   }
   /// The same from the shape alone, at compile time (a layer sizing its
   /// workspace: conv2d): true where a product of this shape rounds into
-  /// copies. (A product whose op(A) fits in half the L2 may skip packing
-  /// too, by a rule that depends on the CPU, so one this says false for
-  /// may still copy.)
+  /// copies. (A product whose op(A), or op(B)ᵀ, fits in half the L2 may
+  /// skip packing too, by a rule that depends on the CPU, so one this says
+  /// false for may still copy.)
   static constexpr bool rounds_into_copies_by_shape(index m, index n, index k) noexcept {
 #if KILN_DETAIL_OWN_SGEMM
     return packs_bf16_values && small_gemm::choose_by_shape<own::small_ops>(m, n, k) != small_gemm::route::blocked;

@@ -35,7 +35,7 @@
 // block of depth. On Zen 4 the MLP's forward product at 32 (256 × 32 × 784)
 // went from 136 to 122 µs (docs/performance.md has the others).
 //
-// With Ops::l2_operand_in_place (AVX-512; off and unmeasured with AVX2),
+// With Ops::l2_operand_in_place (AVX-512; off with AVX2, where it measured mixed),
 // a product whose op(A) is at most half of this CPU's L2 (read at run
 // time) takes the direct route whatever op(B)'s size: op(A) is read once
 // per chunk of columns, from L2, where it is (column-major) or from one
@@ -45,8 +45,9 @@
 // over many positions: forward (64 × 2048 × 256, 256 × 2048 × 64: the
 // weight transposed), weight gradients (64 × 192 × 2048, 256 × 64 × 2048)
 // and input gradients (64 × 2048 × 192, 256 × 2048 × 64), and the MLP's
-// forward and input gradients at batch 64 (256 × 64 × 784 as Cᵀ), deep or
-// long products whose packing the tiles of C do not pay back:
+// forward and input gradients at batch 64 (256 × 64 × 784: as Cᵀ with a
+// 1 MiB L2, directly with 2 MiB), deep or long products whose packing the
+// tiles of C do not pay back:
 // docs/performance.md has the measurements.
 //
 // The sums are those of the blocked kernels, bit for bit: per block of depth
@@ -147,15 +148,16 @@ constexpr std::ptrdiff_t whole_copy_floats(std::ptrdiff_t m, std::ptrdiff_t n, s
   return (m + Ops::W - 1) / Ops::W * Ops::W * k;
 }
 
-/// Floats of scratch gemm() needs for this product by `how`: one tile's
-/// rows of op(A) as deep as a block, and room for a whole copy of op(A)
-/// where run() makes one (0 for the blocked route).
-template <class Ops, bool TransA, bool TransB>
+/// Floats of scratch gemm() needs for this product by `how`, however its
+/// operands are stored: one tile's rows of op(A) as deep as a block, and
+/// room for a whole copy of the route's op(A) (op(B)ᵀ for route::transposed)
+/// where run() would make one were it stored transposed (0 for the blocked
+/// route).
+template <class Ops>
 constexpr std::ptrdiff_t route_scratch_floats(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   if (how == route::blocked) return 0;
-  // (route::transposed runs Cᵀ = op(B)ᵀ·op(A)ᵀ: its op(A) is op(B)ᵀ, stored transposed unless TransB)
   const std::ptrdiff_t whole =
-      how == route::direct ? whole_copy_floats<Ops, TransA>(m, n, k) : whole_copy_floats<Ops, !TransB>(n, m, k);
+      how == route::direct ? whole_copy_floats<Ops, true>(m, n, k) : whole_copy_floats<Ops, true>(n, m, k);
   return whole + 2 * Ops::W * even_block(k, gemm_kc, 16);
 }
 
@@ -163,8 +165,7 @@ constexpr std::ptrdiff_t route_scratch_floats(route how, std::ptrdiff_t m, std::
 /// transposed (0 when it takes the blocked route).
 template <class Ops>
 std::ptrdiff_t scratch_floats(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
-  // (the most: A stored transposed and B not, so whichever the route's op(A) is, it may be copied whole)
-  return route_scratch_floats<Ops, true, false>(choose<Ops>(m, n, k), m, n, k);
+  return route_scratch_floats<Ops>(choose<Ops>(m, n, k), m, n, k);
 }
 
 /// C tile (V·W × N at c, ldc) (+)= A (V·W rows at a, lda) · op(B) over kc,
@@ -245,7 +246,7 @@ void merge_tile(const float* t, std::ptrdiff_t rows, std::ptrdiff_t cols, float*
 /// C(m×n) (+)= op(A)·op(B) for op(B) small enough to stay in L1 (or read
 /// once: C one tile of rows), with
 /// C(i, j) at c[i + j·ldc], or TransC at c[j + i·ldc]. `scratch` holds
-/// scratch_floats of the product as the caller reserved it. With
+/// one tile's rows of op(A) as deep as a block (2W · even_block(k)). With
 /// `overwrite` the first block of depth stores C instead of adding to it.
 template <class Ops, bool TransA, bool TransB, bool TransC>
 void run_columns(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,

@@ -107,7 +107,8 @@ struct small_ops {
   /// Products at most 16 columns wide read op(A) in place (detail/gemm_small.hpp;
   /// the CNN in an AVX2 build on Zen 4: 1.03×, its first convolution's weight gradient).
   static constexpr bool narrow_products_in_place = true;
-  /// Not measured at 8 lanes, so not taken (detail/gemm_small.hpp).
+  /// Not taken (detail/gemm_small.hpp): an AVX2 build on Zen 4 with it on ran the MLP 0.975×, the CNN
+  /// 1.038× and the transformer 1.009× (5–9 interleaved rounds; docs/performance.md).
   static constexpr bool l2_operand_in_place = false;
   static vec zero() { return _mm256_setzero_ps(); }
   static vec load(const float* p) { return _mm256_loadu_ps(p); }

@@ -153,8 +153,9 @@ struct conv2d {
     /// (Decided at compile time from the forward product's shape. Where the
     /// weight gradient's, CKK × F × P, packs instead, it rounds the f32
     /// values while packing; where a product copies anyway by the rule that
-    /// depends on this CPU's L2, an unfolded input in half of it, it widens
-    /// the bf16 ones into a copy: the same bits, a pass more.)
+    /// depends on this CPU's L2 (the unfolded input, or the weight, in half
+    /// of it), it widens the bf16 ones into a copy: the same bits, a pass
+    /// more.)
     template <class A>
     static constexpr bool unfolds_in_f32_for =
         std::is_same_v<A, bf16> && detail::gemm_scratch<float>::rounds_into_copies_by_shape(P, F, CKK);
