@@ -37,9 +37,9 @@ std::string describe(const detail::adam_family<Decoupled>& o) {
       double{o.weight_decay});
 }
 
-template <class Model, class Scalar, class Loss, class Opt>
+template <class Model, class Scalar, class Loss, class Opt, std::size_t Batch = 4>
 std::string run_case(const std::string& name, const std::string& layers, const Opt& opt, std::uint64_t seed) {
-  auto p = compile<Model, batch<4>, precision<Scalar>, Loss>(seed);
+  auto p = compile<Model, batch<Batch>, precision<Scalar>, Loss>(seed);
   using P = decltype(p);
   rng g(seed, 5);
   for (auto& w : p.parameters()) w += static_cast<Scalar>(0.05 * g.uniform(-1, 1));  // non-zero biases
@@ -82,8 +82,8 @@ std::string run_case(const std::string& name, const std::string& layers, const O
     running.push_back(
         fmt::format("[{:.17g}]", fmt::join(p.state().subspan(state_layout::offsets[i], state_layout::sizes[i]), ",")));
   return fmt::format(
-      R"({{"name":"{}","dtype":"{}","loss":"{}","input_shape":[{}],"layers":{},"optimizer":{},"initial":{},"steps":[{}],"final":{},"state":[{}]}})",
-      name, std::is_same_v<Scalar, double> ? "float64" : "float32", Loss::name(),
+      R"({{"name":"{}","dtype":"{}","loss":"{}","batch":{},"input_shape":[{}],"layers":{},"optimizer":{},"initial":{},"steps":[{}],"final":{},"state":[{}]}})",
+      name, std::is_same_v<Scalar, double> ? "float64" : "float32", Loss::name(), Batch,
       fmt::join(Model::input_shape_type::extents, ","), layers, describe(opt), initial, fmt::join(steps, ","),
       tensors<P>(p.parameters()), fmt::join(running, ","));
 }
@@ -123,6 +123,14 @@ int main() {
                      position_wise<dense<3>>>;
   const std::string attn_layers =
       R"([["position_embedding",5,8],["transformer_block",8,2,12,5],["attention",8,4,5],["dense",8,3,true]])";
+  // The example transformer's shapes (examples/char_transformer.cpp: 64 positions of width 64, 4 heads of
+  // 16, a hidden layer of 256), at 8 sequences a batch: 512 positions, so that the f32 position-wise
+  // products take the routes the example's take (the direct route in several chunks of columns, a
+  // transposed operand copied whole) and each head's products are 64 x 64 x 16.
+  using long_attn = model<input<64, 64>, position_embedding, transformer_block<4, 256>, causal_self_attention<4>,
+                          position_wise<dense<3>>>;
+  const std::string long_attn_layers =
+      R"([["position_embedding",64,64],["transformer_block",64,4,256,64],["attention",64,4,64],["dense",64,3,true]])";
   const sgd nesterov{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true};
   const sgd heavy{.lr = 0.05f, .momentum = 0.5f};
   std::vector<std::string> cases{
@@ -146,6 +154,10 @@ int main() {
       run_case<attn, double, softmax_cross_entropy<>>("transformer_attention_ce_f64", attn_layers,
                                                       adamw{.lr = 0.01f, .weight_decay = 0.1f}, 16),
       run_case<attn, float, softmax_cross_entropy<>>("transformer_attention_ce_f32", attn_layers, nesterov, 17),
+      run_case<long_attn, double, softmax_cross_entropy<>, adamw, 8>("transformer_64_positions_ce_f64",
+                                                                     long_attn_layers, adamw{.lr = 0.01f}, 18),
+      run_case<long_attn, float, softmax_cross_entropy<>, sgd, 8>("transformer_64_positions_ce_f32", long_attn_layers,
+                                                                  nesterov, 19),
   };
   fmt::print("{{\"cases\":[{}]}}\n", fmt::join(cases, ","));
 }

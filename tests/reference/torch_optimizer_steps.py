@@ -139,7 +139,7 @@ def main():
             opt = kind(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                        weight_decay=o["weight_decay"])
         for k, step in enumerate(case["steps"]):
-            x = torch.tensor(step["x"], dtype=dtype).reshape([4] + case["input_shape"])
+            x = torch.tensor(step["x"], dtype=dtype).reshape([case["batch"]] + case["input_shape"])
             opt.zero_grad()
             y = net(x)
             if case["loss"].startswith("softmax_cross_entropy"):  # a sequence: every position is one classification
