@@ -80,16 +80,22 @@ void gemm(benchmark::State& state) {
   if (peak > 0) state.counters["%peak"] = benchmark::Counter(flop / 1e9 / peak * 100, benchmark::Counter::kIsRate);
 }
 
-// MLP 784-256-128-10 at batch 64. Forward: y = Wᵀx (the weight is stored row-major).
+// MLP 784-256-128-10 at batch 64, then at 32 (a replicate<2> replica's
+// half of it). Forward: y = Wᵀx (the weight is stored row-major).
 void mlp_forward(benchmark::internal::Benchmark* b) {
   b->Args({256, 64, 784})->Args({128, 64, 256})->Args({10, 64, 128});
+  b->Args({256, 32, 784})->Args({128, 32, 256})->Args({10, 32, 128});
 }
 // Weight gradients: dW = x·dyᵀ.
 void mlp_weight_gradient(benchmark::internal::Benchmark* b) {
   b->Args({784, 256, 64})->Args({256, 128, 64})->Args({128, 10, 64});
+  b->Args({784, 256, 32})->Args({256, 128, 32})->Args({128, 10, 32});
 }
 // Input gradients (not for the first layer): dx = W·dy.
-void mlp_input_gradient(benchmark::internal::Benchmark* b) { b->Args({256, 64, 128})->Args({128, 64, 10}); }
+void mlp_input_gradient(benchmark::internal::Benchmark* b) {
+  b->Args({256, 64, 128})->Args({128, 64, 10});
+  b->Args({256, 32, 128})->Args({128, 32, 10});
+}
 // The CNN's convolutions, one sample (P positions, F filters, C·K·K taps):
 // forward Yᵀ = cols·W (P × F × CKK), and a large square product.
 void conv_forward(benchmark::internal::Benchmark* b) {

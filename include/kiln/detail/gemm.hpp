@@ -85,7 +85,7 @@ class gemm_scratch {
     need_b_ = std::max(need_b_, static_cast<std::size_t>(kc * nc));
 #if KILN_DETAIL_OWN_SGEMM
     if (bf16_ && rounds_into_copies(m, n, k)) {
-      need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
+      need_rounded_ = std::max(need_rounded_, rounded_floats(m, n, k));
       if (need_rounded_ > cap_rounded_) rounded_ = allocate(need_rounded_, cap_rounded_);
     }
     if constexpr (own_kernel) {
@@ -165,9 +165,30 @@ class gemm_scratch {
           // the sums the packing kernels make (detail/gemm_small.hpp).
           // (Copies only where reserve() made room for them; otherwise,
           // defensively, the packing kernel: the same bits.)
-          if (rounds_into_copies(m, n, k) && static_cast<std::size_t>(m * k + k * n) <= cap_rounded_) {
+          if (rounds_into_copies(m, n, k) && rounded_floats(m, n, k) <= cap_rounded_) {
             T* ra = rounded_.get();
-            T* rb = ra + m * k;
+            T* rb = ra + padded(m) * k;
+            // The operand the route would copy column-major again (op(A) stored
+            // transposed on the direct route, op(B) stored column-major for
+            // Cᵀ, whose op(A) is op(B)ᵀ) is copied that way here, rounded as
+            // it is transposed: one pass over it instead of two.
+            const small_gemm::route how = small_gemm::choose<own::small_ops>(m, n, k);
+            if constexpr (TransA && !std::is_same_v<SA, f32_of_bf16_values>) {
+              if (how == small_gemm::route::direct) {
+                copy_transposed_as_bf16_values(a, lda, m, k, ra, padded(m));
+                const auto [cb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
+                f32_run<false, TransB>(m, n, k, ra, padded(m), cb, lb, c, ldc, !accumulate);
+                return;
+              }
+            }
+            if constexpr (!TransB && !std::is_same_v<SB, f32_of_bf16_values>) {
+              if (how == small_gemm::route::transposed) {
+                const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
+                copy_transposed_as_bf16_values(b, ldb, n, k, rb, padded(n));
+                f32_run<TransA, true>(m, n, k, ca, la, rb, padded(n), c, ldc, !accumulate);
+                return;
+              }
+            }
             const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
             const auto [cb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
             f32_run<TransA, TransB>(m, n, k, ca, la, cb, lb, c, ldc, !accumulate);
@@ -285,6 +306,43 @@ class gemm_scratch {
       }
     }
     return r;
+  }
+
+#if KILN_DETAIL_OWN_SGEMM
+  /// out[i + p·ld_out] = x[p + i·ldx] as a bf16 value (rounded, or widened)
+  /// for i < rows, p < depth: a transposed operand copied column-major in
+  /// one pass, W × W blocks rounded in L1 and transposed in registers
+  /// (ld_out a multiple of 16; rows from `rows` to ld_out are not written).
+  template <class S>
+  static void copy_transposed_as_bf16_values(const S* x, index ldx, index rows, index depth, T* out,
+                                             index ld_out) noexcept {
+    using Ops = own::small_ops;
+    constexpr index W = Ops::W;
+    alignas(64) float block[W * W];
+    const index whole_rows = rows / W * W, whole_depth = depth / W * W;
+    for (index i = 0; i < whole_rows; i += W)
+      for (index p = 0; p < whole_depth; p += W) {
+        for (index r = 0; r < W; ++r) {  // block[r·W + q]: op(X)(i + r, p + q)
+          if constexpr (std::is_same_v<S, bf16>) {
+            widen(x + p + (i + r) * ldx, W, block + r * W);
+          } else {
+            round_values(x + p + (i + r) * ldx, W, block + r * W);
+          }
+        }
+        Ops::transpose(block, W, out + i + p * ld_out, ld_out);
+      }
+    for (index p = 0; p < depth; ++p)  // (the edges)
+      for (index i = p < whole_depth ? whole_rows : 0; i < rows; ++i) out[i + p * ld_out] = as_bf16_value(x[p + i * ldx]);
+  }
+#endif
+
+  /// Rows rounded up to 16 (a whole number of vectors, with AVX-512 or
+  /// AVX2): a column-major copy's leading dimension.
+  static index padded(index rows) noexcept { return (rows + 15) / 16 * 16; }
+  /// Floats of the rounded copies of a product's operands (either copied
+  /// in either layout, each starting on a 64-byte boundary).
+  static std::size_t rounded_floats(index m, index n, index k) noexcept {
+    return static_cast<std::size_t>((padded(m) + padded(n)) * k);
   }
 
   template <class S>

@@ -139,12 +139,13 @@ constexpr std::ptrdiff_t chunk_of(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdi
   return one_tile_of_rows<Ops>(m) ? n : even_block(n, chunk_columns<Ops>(k), 1);
 }
 
-/// Floats run() copies a transposed op(A) (m × k) into once, column-major
-/// with its rows rounded up to W, when it takes op(B) in more than one
-/// chunk (else each tile of rows is copied as it is used); 0 otherwise.
-template <class Ops, bool TransA>
+/// Floats run() copies op(A) (m × k) into once, column-major with its rows
+/// rounded up to W, when it is stored transposed and op(B) is taken in more
+/// than one chunk (else each tile of rows is copied as it is used); 0 when
+/// op(B) is taken in one chunk.
+template <class Ops>
 constexpr std::ptrdiff_t whole_copy_floats(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
-  if (!TransA || chunk_of<Ops>(m, n, k) >= n) return 0;
+  if (chunk_of<Ops>(m, n, k) >= n) return 0;
   return (m + Ops::W - 1) / Ops::W * Ops::W * k;
 }
 
@@ -156,8 +157,8 @@ constexpr std::ptrdiff_t whole_copy_floats(std::ptrdiff_t m, std::ptrdiff_t n, s
 template <class Ops>
 constexpr std::ptrdiff_t route_scratch_floats(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) {
   if (how == route::blocked) return 0;
-  const std::ptrdiff_t whole =
-      how == route::direct ? whole_copy_floats<Ops, true>(m, n, k) : whole_copy_floats<Ops, true>(n, m, k);
+  // (route::transposed computes Cᵀ: its op(A) is op(B)ᵀ, n × k)
+  const std::ptrdiff_t whole = how == route::direct ? whole_copy_floats<Ops>(m, n, k) : whole_copy_floats<Ops>(n, m, k);
   return whole + 2 * Ops::W * even_block(k, gemm_kc, 16);
 }
 
@@ -309,7 +310,7 @@ void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, s
   if (m <= 0 || n <= 0 || k <= 0) return;
   const std::ptrdiff_t chunk = chunk_of<Ops>(m, n, k);
   if constexpr (TransA) {
-    if (const std::ptrdiff_t whole = whole_copy_floats<Ops, true>(m, n, k); whole > 0) {
+    if (const std::ptrdiff_t whole = whole_copy_floats<Ops>(m, n, k); whole > 0) {
       const std::ptrdiff_t ld = whole / k;
       copy_transposed<Ops>(a, lda, m, k, scratch, ld);
       run<Ops, false, TransB, TransC>(m, n, k, scratch, ld, b, ldb, c, ldc, scratch + whole, overwrite);
