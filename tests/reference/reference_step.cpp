@@ -124,9 +124,10 @@ int main() {
   const std::string attn_layers =
       R"([["position_embedding",5,8],["transformer_block",8,2,12,5],["attention",8,4,5],["dense",8,3,true]])";
   // The example transformer's shapes (examples/char_transformer.cpp: 64 positions of width 64, 4 heads of
-  // 16, a hidden layer of 256), at 8 sequences a batch: 512 positions, so that the f32 position-wise
-  // products take the routes the example's take (the direct route in several chunks of columns, a
-  // transposed operand copied whole) and each head's products are 64 x 64 x 16.
+  // 16, a hidden layer of 256), at 8 sequences a batch: 512 positions. Its f32 position-wise forward
+  // products then take the direct route in 8 chunks of columns (256 x 512 x 64) and 32 (64 x 512 x 256),
+  // their row-major weight copied whole first (with AVX-512: the rule for an operand in half the L2);
+  // each head's causal products split at 32 positions (32 x 32 x 16, 64 x 32 x 16, ...).
   using long_attn = model<input<64, 64>, position_embedding, transformer_block<4, 256>, causal_self_attention<4>,
                           position_wise<dense<3>>>;
   const std::string long_attn_layers =

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Replays kiln's optimizer steps (SGD, Adam, AdamW) in PyTorch and compares them.
 
-Runs the kiln_reference_step binary (argv[1]), which prints JSON: small
-models, their initial parameters, three batches, and for each step the loss
+Runs the kiln_reference_step binary (argv[1]), which prints JSON: models
+(most small, one of the example transformer's sizes), their batch size and
+initial parameters, three batches, and for each step the loss
 and gradients kiln computed, then kiln's parameters after the last step.
 PyTorch (Debian's python3-torch) builds the same network from the same
 parameters, takes the same steps with torch.optim.SGD, and every number must

@@ -165,16 +165,20 @@ class gemm_scratch {
           // the sums the packing kernels make (detail/gemm_small.hpp).
           // (Copies only where reserve() made room for them; otherwise,
           // defensively, the packing kernel: the same bits.)
-          if (rounds_into_copies(m, n, k) && rounded_floats(m, n, k) <= cap_rounded_) {
+          // (rounds_into_copies: the route is not the blocked one)
+          const small_gemm::route how = small_gemm::choose<own::small_ops>(m, n, k);
+          if (how != small_gemm::route::blocked && rounded_floats(m, n, k) <= cap_rounded_) {
             T* ra = rounded_.get();
             T* rb = ra + padded(m) * k;
             // The operand the route would copy column-major again (op(A) stored
             // transposed on the direct route, op(B) stored column-major for
             // Cᵀ, whose op(A) is op(B)ᵀ) is copied that way here, rounded as
-            // it is transposed: one pass over it instead of two.
-            const small_gemm::route how = small_gemm::choose<own::small_ops>(m, n, k);
+            // it is transposed: one pass over it instead of two. (Not one
+            // with fewer than W rows: all edges, it would round one value at
+            // a time.)
+            constexpr index W = own::small_ops::W;
             if constexpr (TransA && !std::is_same_v<SA, f32_of_bf16_values>) {
-              if (how == small_gemm::route::direct) {
+              if (how == small_gemm::route::direct && m >= W) {
                 copy_transposed_as_bf16_values(a, lda, m, k, ra, padded(m));
                 const auto [cb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
                 f32_run<false, TransB>(m, n, k, ra, padded(m), cb, lb, c, ldc, !accumulate);
@@ -182,7 +186,7 @@ class gemm_scratch {
               }
             }
             if constexpr (!TransB && !std::is_same_v<SB, f32_of_bf16_values>) {
-              if (how == small_gemm::route::transposed) {
+              if (how == small_gemm::route::transposed && n >= W) {
                 const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
                 copy_transposed_as_bf16_values(b, ldb, n, k, rb, padded(n));
                 f32_run<TransA, true>(m, n, k, ca, la, rb, padded(n), c, ldc, !accumulate);
