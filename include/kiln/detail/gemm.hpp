@@ -159,43 +159,43 @@ class gemm_scratch {
 #if KILN_DETAIL_OWN_SGEMM
         if constexpr (packs_bf16_values) {
           // A product that skips packing (one small operand, shallow,
-          // narrow, or one in L2: detail/gemm_small.hpp): the small routes read f32 only, so both
-          // operands are rounded (a bf16 one widened) into copies of
-          // their layouts, and the small route multiplies those in f32 —
-          // the sums the packing kernels make (detail/gemm_small.hpp).
-          // (Copies only where reserve() made room for them; otherwise,
-          // defensively, the packing kernel: the same bits.)
-          // (rounds_into_copies: the route is not the blocked one)
+          // narrow, or one in L2: rounds_into_copies) reads f32 only: its
+          // operands are rounded (a bf16 one widened) into copies, and the
+          // small route multiplies those in f32, the sums the packing
+          // kernels make (detail/gemm_small.hpp). Each copy keeps its
+          // operand's layout, except that of the operand the route would
+          // copy column-major again (op(A) stored transposed on the direct
+          // route; op(B) stored column-major on the Cᵀ route, whose op(A)
+          // is op(B)ᵀ): that one is rounded as it is transposed, one pass
+          // instead of two (unless it has fewer than W rows: all edges, it
+          // would be rounded one value at a time). An operand given as
+          // f32_of_bf16_values is read where it is. (Copies only where
+          // reserve() made room for them; otherwise, defensively, the
+          // packing kernel: the same bits.)
           const small_gemm::route how = small_gemm::choose<own::small_ops>(m, n, k);
           if (how != small_gemm::route::blocked && rounded_floats(m, n, k) <= cap_rounded_) {
             T* ra = rounded_.get();
             T* rb = ra + padded(m) * k;
-            // The operand the route would copy column-major again (op(A) stored
-            // transposed on the direct route, op(B) stored column-major for
-            // Cᵀ, whose op(A) is op(B)ᵀ) is copied that way here, rounded as
-            // it is transposed: one pass over it instead of two. (Not one
-            // with fewer than W rows: all edges, it would round one value at
-            // a time.)
             constexpr index W = own::small_ops::W;
             if constexpr (TransA && !std::is_same_v<SA, f32_of_bf16_values>) {
               if (how == small_gemm::route::direct && m >= W) {
-                copy_transposed_as_bf16_values(a, lda, m, k, ra, padded(m));
+                small_gemm::copy_transposed<own::small_ops>(a, lda, m, k, ra, padded(m), to_bf16_values{});
                 const auto [cb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
-                f32_run<false, TransB>(m, n, k, ra, padded(m), cb, lb, c, ldc, !accumulate);
+                small_run<false, TransB>(how, m, n, k, ra, padded(m), cb, lb, c, ldc, !accumulate);
                 return;
               }
             }
             if constexpr (!TransB && !std::is_same_v<SB, f32_of_bf16_values>) {
               if (how == small_gemm::route::transposed && n >= W) {
                 const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
-                copy_transposed_as_bf16_values(b, ldb, n, k, rb, padded(n));
-                f32_run<TransA, true>(m, n, k, ca, la, rb, padded(n), c, ldc, !accumulate);
+                small_gemm::copy_transposed<own::small_ops>(b, ldb, n, k, rb, padded(n), to_bf16_values{});
+                small_run<TransA, true>(how, m, n, k, ca, la, rb, padded(n), c, ldc, !accumulate);
                 return;
               }
             }
             const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
             const auto [cb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
-            f32_run<TransA, TransB>(m, n, k, ca, la, cb, lb, c, ldc, !accumulate);
+            small_run<TransA, TransB>(how, m, n, k, ca, la, cb, lb, c, ldc, !accumulate);
             return;
           }
         }
@@ -218,9 +218,9 @@ class gemm_scratch {
         T* ra = rounded_.get();
         T* rb = ra + m * k;
         for (index p = 0; p < k; ++p)
-          for (index i = 0; i < m; ++i) ra[i + p * m] = as_bf16_value(TransA ? pa[p + i * lda] : pa[i + p * lda]);
+          for (index i = 0; i < m; ++i) ra[i + p * m] = to_bf16_values{}(TransA ? pa[p + i * lda] : pa[i + p * lda]);
         for (index j = 0; j < n; ++j)
-          for (index p = 0; p < k; ++p) rb[p + j * k] = as_bf16_value(TransB ? pb[j + p * ldb] : pb[p + j * ldb]);
+          for (index p = 0; p < k; ++p) rb[p + j * k] = to_bf16_values{}(TransB ? pb[j + p * ldb] : pb[p + j * ldb]);
         f32_run<false, false>(m, n, k, ra, m, rb, k, c, ldc, !accumulate);
 #endif
         return;
@@ -296,49 +296,27 @@ class gemm_scratch {
   }
 
  private:
+#if KILN_DETAIL_OWN_SGEMM
+  /// C (+)= op(A)·op(B) in f32 by the small route `how` (not the blocked
+  /// one), chosen by the caller; with `overwrite` C is set instead.
+  template <bool TransA, bool TransB>
+  void small_run(small_gemm::route how, index m, index n, index k, const T* a, index lda, const T* b, index ldb,
+                 T* c, index ldc, bool overwrite) {
+    assert(static_cast<std::size_t>(small_gemm::route_scratch_floats<own::small_ops>(how, m, n, k)) <= cap_a_ &&
+           "kiln: gemm shape was not reserved");
+    small_gemm::gemm<own::small_ops, TransA, TransB>(how, m, n, k, a, lda, b, ldb, c, ldc, a_.get(), overwrite);
+  }
+#endif
+
   /// The stored matrix of op(X) (rows × cols; stored cols × rows when
   /// Trans), its values rounded to bf16 (a bf16 one widened), into a dense
   /// copy in the same layout; returns the copy's leading dimension.
   template <bool Trans, class S>
   static index copy_as_bf16_values(index rows, index cols, const S* x, index ldx, T* out) noexcept {
     const index r = Trans ? cols : rows, c = Trans ? rows : cols;
-    for (index j = 0; j < c; ++j) {
-      if constexpr (std::is_same_v<S, bf16>) {
-        widen(x + j * ldx, static_cast<std::size_t>(r), out + j * r);
-      } else {
-        round_values(x + j * ldx, static_cast<std::size_t>(r), out + j * r);
-      }
-    }
+    for (index j = 0; j < c; ++j) to_bf16_values{}(x + j * ldx, r, out + j * r);
     return r;
   }
-
-#if KILN_DETAIL_OWN_SGEMM
-  /// out[i + p·ld_out] = x[p + i·ldx] as a bf16 value (rounded, or widened)
-  /// for i < rows, p < depth: a transposed operand copied column-major in
-  /// one pass, W × W blocks rounded in L1 and transposed in registers
-  /// (ld_out a multiple of 16; rows from `rows` to ld_out are not written).
-  template <class S>
-  static void copy_transposed_as_bf16_values(const S* x, index ldx, index rows, index depth, T* out,
-                                             index ld_out) noexcept {
-    using Ops = own::small_ops;
-    constexpr index W = Ops::W;
-    alignas(64) float block[W * W];
-    const index whole_rows = rows / W * W, whole_depth = depth / W * W;
-    for (index i = 0; i < whole_rows; i += W)
-      for (index p = 0; p < whole_depth; p += W) {
-        for (index r = 0; r < W; ++r) {  // block[r·W + q]: op(X)(i + r, p + q)
-          if constexpr (std::is_same_v<S, bf16>) {
-            widen(x + p + (i + r) * ldx, W, block + r * W);
-          } else {
-            round_values(x + p + (i + r) * ldx, W, block + r * W);
-          }
-        }
-        Ops::transpose(block, W, out + i + p * ld_out, ld_out);
-      }
-    for (index p = 0; p < depth; ++p)  // (the edges)
-      for (index i = p < whole_depth ? whole_rows : 0; i < rows; ++i) out[i + p * ld_out] = as_bf16_value(x[p + i * ldx]);
-  }
-#endif
 
   /// Rows rounded up to 16 (a whole number of vectors, with AVX-512 or
   /// AVX2): a column-major copy's leading dimension.
@@ -365,8 +343,18 @@ class gemm_scratch {
     }
   }
 
-  static float as_bf16_value(float v) noexcept { return round_to_bf16(v); }
-  static float as_bf16_value(bf16 v) noexcept { return static_cast<float>(v); }
+  /// An operand's values as bf16 values in f32: rounded (an f32 one) or
+  /// widened (a bf16 one); one value, or a run of them (src, count, dst).
+  struct to_bf16_values {
+    float operator()(float v) const noexcept { return round_to_bf16(v); }
+    float operator()(bf16 v) const noexcept { return static_cast<float>(v); }
+    void operator()(const float* src, index count, float* dst) const noexcept {
+      round_values(src, static_cast<std::size_t>(count), dst);
+    }
+    void operator()(const bf16* src, index count, float* dst) const noexcept {
+      widen(src, static_cast<std::size_t>(count), dst);
+    }
+  };
 
   struct free_aligned {
     void operator()(T* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }

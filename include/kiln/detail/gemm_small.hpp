@@ -68,6 +68,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
 #include <kiln/detail/gemm_blocking.hpp>
@@ -206,20 +207,40 @@ template <class Ops, int V, bool TransB, int... Ns, class... Args>
   (void)((n == Ns + 1 ? (tile<Ops, V, Ns + 1, TransB>(args...), true) : false) || ...);
 }
 
-/// out[i + p·ld_out] = a[p + i·lda] for i < rows, p < depth (a transposed
-/// operand copied column-major), W × W blocks transposed in registers; the
-/// rows from `rows` to ld_out are zero.
-template <class Ops>
-void copy_transposed(const float* a, std::ptrdiff_t lda, std::ptrdiff_t rows, std::ptrdiff_t depth, float* out,
-                     std::ptrdiff_t ld_out) {
+/// Values copied as they are: copy_transposed's default (f32 products).
+/// A conversion is called on one value, and on a run of values
+/// (src, count, dst); the bf16 products without AVX512-BF16 pass one that
+/// rounds (or widens) to bf16 values (detail/gemm.hpp).
+struct as_is {
+  float operator()(float v) const noexcept { return v; }
+  void operator()(const float* src, std::ptrdiff_t count, float* dst) const noexcept {
+    std::copy(src, src + count, dst);
+  }
+};
+
+/// out[i + p·ld_out] = convert(a[p + i·lda]) for i < rows, p < depth (a
+/// transposed operand copied column-major), W × W blocks transposed in
+/// registers (converted first, a block's rows at a time into L1, unless
+/// `as_is`); the rows from `rows` to ld_out are zero.
+template <class Ops, class S, class Convert = as_is>
+void copy_transposed(const S* a, std::ptrdiff_t lda, std::ptrdiff_t rows, std::ptrdiff_t depth, float* out,
+                     std::ptrdiff_t ld_out, Convert convert = {}) {
   constexpr std::ptrdiff_t W = Ops::W;
   const std::ptrdiff_t whole_rows = rows / W * W, whole_depth = depth / W * W;
   for (std::ptrdiff_t i = 0; i < whole_rows; i += W)
-    for (std::ptrdiff_t p = 0; p < whole_depth; p += W) Ops::transpose(a + p + i * lda, lda, out + i + p * ld_out, ld_out);
+    for (std::ptrdiff_t p = 0; p < whole_depth; p += W) {
+      if constexpr (std::is_same_v<Convert, as_is>) {
+        Ops::transpose(a + p + i * lda, lda, out + i + p * ld_out, ld_out);
+      } else {
+        alignas(64) float block[W * W];  // block[r·W + q]: op(A)(i + r, p + q), converted
+        for (std::ptrdiff_t r = 0; r < W; ++r) convert(a + p + (i + r) * lda, W, block + r * W);
+        Ops::transpose(block, W, out + i + p * ld_out, ld_out);
+      }
+    }
   if (whole_rows == ld_out && whole_depth == depth) return;
   for (std::ptrdiff_t p = 0; p < depth; ++p) {  // (the edges)
     float* col = out + p * ld_out;
-    for (std::ptrdiff_t i = p < whole_depth ? whole_rows : 0; i < rows; ++i) col[i] = a[p + i * lda];
+    for (std::ptrdiff_t i = p < whole_depth ? whole_rows : 0; i < rows; ++i) col[i] = convert(a[p + i * lda]);
     std::fill(col + rows, col + ld_out, 0.0f);
   }
 }
