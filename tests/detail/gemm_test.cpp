@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <new>
 #include <cstddef>
 #include <cstdlib>
@@ -299,6 +300,114 @@ void check_small_bits() {
   }
 }
 
+/// Rounds to bf16 values (an f32 source) or widens (a bf16 one), a value at
+/// a time: the conversion gemm_scratch gives the small routes without
+/// AVX512-BF16, written plainly.
+struct bf16_values_plainly {
+  float operator()(float v) const { return kiln::round_to_bf16(v); }
+  float operator()(kiln::bf16 v) const { return static_cast<float>(v); }
+  template <class S>
+  void operator()(const S* src, std::ptrdiff_t count, float* dst) const {
+    for (std::ptrdiff_t i = 0; i < count; ++i) dst[i] = (*this)(src[i]);
+  }
+};
+
+/// small_gemm::gemm_converted by `how`, op(A) given as SA and op(B) as SB
+/// (f32 to round, bf16 to widen) or, `b_rounded`, as f32 already rounded
+/// (as_is, read in place): the bits of small_gemm::gemm on the converted
+/// values. Leading dimensions dense (a column converted in one run) or not.
+template <class Ops, class SA, class SB, bool TransA, bool TransB>
+void check_converted(kiln::detail::small_gemm::route how, index m, index n, index k, bool b_rounded, bool overwrite,
+                     std::uint64_t seed) {
+  namespace sg = kiln::detail::small_gemm;
+  kiln::rng g(seed);
+  const index pad = seed % 3 == 0 ? 0 : 1;
+  const index lda = (TransA ? k : m) + pad, ldb = (TransB ? n : k) + 2 * pad, ldc = m + 3;
+  std::vector<SA> a(static_cast<std::size_t>(lda * (TransA ? m : k)));
+  std::vector<SB> b(static_cast<std::size_t>(ldb * (TransB ? k : n)));
+  std::vector<float> a_values(a.size()), b_values(b.size()), c(static_cast<std::size_t>(ldc * n));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = kiln::detail::stored_as<SA>(static_cast<float>(g.uniform(-1, 1)));
+    a_values[i] = bf16_values_plainly{}(a[i]);
+  }
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if constexpr (std::is_same_v<SB, kiln::bf16>) {
+      b[i] = kiln::bf16::from(static_cast<float>(g.uniform(-1, 1)));
+      b_values[i] = static_cast<float>(b[i]);
+    } else {
+      b_values[i] = kiln::round_to_bf16(static_cast<float>(g.uniform(-1, 1)));
+      // (unless b_rounded, a value that is not its rounding, b_values[i])
+      b[i] = b_rounded ? b_values[i] : std::nextafter(b_values[i], 2.0f);
+      if (kiln::round_to_bf16(b[i]) != b_values[i]) b[i] = b_values[i];
+    }
+  }
+  for (auto& v : c) v = static_cast<float>(g.uniform(-1, 1));
+  std::vector<float> want = c, got = c;
+  // (the scratch the route reserves and the copy gemm_scratch sizes, 64-byte
+  // aligned as gemm_scratch's, each followed by a guard that must stay untouched)
+  struct aligned_free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  static constexpr std::ptrdiff_t guard = 64;
+  static constexpr std::uint32_t untouched = 0x7fc0dead;  // a NaN no route writes
+  const auto guarded = [](std::ptrdiff_t floats) {
+    std::unique_ptr<float[], aligned_free> p(static_cast<float*>(
+        ::operator new[](static_cast<std::size_t>(floats + guard) * sizeof(float), std::align_val_t{64})));
+    std::fill_n(p.get() + floats, guard, std::bit_cast<float>(untouched));
+    return p;
+  };
+  const std::ptrdiff_t scratch_floats = sg::route_scratch_floats<Ops>(how, m, n, k), copy_floats = (m + n) * k;
+  auto scratch = guarded(scratch_floats), copy = guarded(copy_floats);
+  sg::gemm<Ops, TransA, TransB>(how, m, n, k, a_values.data(), lda, b_values.data(), ldb, want.data(), ldc,
+                                scratch.get(), overwrite);
+  if constexpr (std::is_same_v<SB, float>) {
+    if (b_rounded) {
+      sg::gemm_converted<Ops, TransA, TransB>(how, m, n, k, a.data(), lda, b.data(), ldb, got.data(), ldc,
+                                              scratch.get(), copy.get(), overwrite, bf16_values_plainly{}, sg::as_is{});
+    }
+  }
+  if (!b_rounded) {
+    sg::gemm_converted<Ops, TransA, TransB>(how, m, n, k, a.data(), lda, b.data(), ldb, got.data(), ldc, scratch.get(),
+                                            copy.get(), overwrite, bf16_values_plainly{}, bf16_values_plainly{});
+  }
+  for (std::ptrdiff_t at = 0; at < guard; ++at)
+    ASSERT_TRUE(std::bit_cast<std::uint32_t>(scratch[scratch_floats + at]) == untouched &&
+                std::bit_cast<std::uint32_t>(copy[copy_floats + at]) == untouched)
+        << "m " << m << " n " << n << " k " << k << ": written past the scratch or the copy";
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
+        << "route " << static_cast<int>(how) << " m " << m << " n " << n << " k " << k << " TransA " << TransA
+        << " TransB " << TransB << " at " << i;
+}
+
+/// The operands of the bf16 products without AVX512-BF16, converted as the
+/// small routes read them: both routes, every transposition, f32 and bf16
+/// operands, tiles of rows copied one at a time (ragged, short of W) or
+/// whole first (op(B) in several chunks), W × W blocks and their edges, two
+/// blocks of depth; accumulating or overwriting.
+template <class Ops>
+void check_small_conversions() {
+  using kiln::detail::small_gemm::route;
+  std::uint64_t seed = 900;
+  for (const auto& [m, n, k] : {std::array<index, 3>{10, 5, 17}, {2 * Ops::W + 3, 10, 40}, {Ops::W - 1, 64, 33},
+                                {100, 300, 40}, {4 * Ops::W - 5, 37, 200}, {37, 200, 64}, {2 * Ops::W + 1, 24, 400}})
+    for (const route how : {route::direct, route::transposed})
+      for (const bool overwrite : {false, true}) {
+        for (const bool b_rounded : {false, true}) {
+          ++seed;
+          check_converted<Ops, float, float, false, false>(how, m, n, k, b_rounded, overwrite, seed);
+          check_converted<Ops, float, float, true, false>(how, m, n, k, b_rounded, overwrite, seed);
+          check_converted<Ops, float, float, false, true>(how, m, n, k, b_rounded, overwrite, seed);
+          check_converted<Ops, float, float, true, true>(how, m, n, k, b_rounded, overwrite, seed);
+        }
+        ++seed;
+        check_converted<Ops, kiln::bf16, float, false, true>(how, m, n, k, false, overwrite, seed);
+        check_converted<Ops, kiln::bf16, float, true, true>(how, m, n, k, false, overwrite, seed);
+        check_converted<Ops, float, kiln::bf16, false, false>(how, m, n, k, false, overwrite, seed);
+        check_converted<Ops, kiln::bf16, kiln::bf16, true, false>(how, m, n, k, false, overwrite, seed);
+      }
+}
+
 /// Which products take which route: the MLP's 10-class head and its
 /// 10-deep input gradient skip packing, shallow and narrow products too
 /// (with the Ops' flags), the other large products do not by their shape
@@ -366,12 +475,14 @@ void check_small_routes() {
 TEST(gemm, avx512_small_products_sum_in_kilns_order_bit_for_bit) {
   check_small_bits<kiln::detail::avx512::small_ops>();
   check_small_routes<kiln::detail::avx512::small_ops>();
+  check_small_conversions<kiln::detail::avx512::small_ops>();
 }
 #endif
 #if defined(__AVX2__) && defined(__FMA__)
 TEST(gemm, avx2_small_products_sum_in_kilns_order_bit_for_bit) {
   check_small_bits<kiln::detail::avx2::small_ops>();
   check_small_routes<kiln::detail::avx2::small_ops>();
+  check_small_conversions<kiln::detail::avx2::small_ops>();
 }
 #endif
 

@@ -15,7 +15,6 @@
 #include <memory>
 #include <new>
 #include <type_traits>
-#include <utility>
 
 #include <Eigen/Core>
 
@@ -107,8 +106,8 @@ class gemm_scratch {
   /// (detail/sgemm_avx512_bf16_values.hpp, detail/sgemm_avx2.hpp) rather
   /// than rounded into copies — except in a product that skips packing
   /// (rounds_into_copies: one small operand, shallow, narrow, or one in L2;
-  /// detail/gemm_small.hpp), whose operands are rounded into copies for the
-  /// small route.
+  /// detail/gemm_small.hpp), whose operands the small route takes rounded
+  /// into copies, or as it copies one (small_gemm::gemm_converted).
   static constexpr bool packs_bf16_values =
 #if defined(__AVX512F__) && defined(__AVX512BW__) && !defined(__AVX512BF16__)
       std::is_same_v<T, float>;
@@ -159,43 +158,21 @@ class gemm_scratch {
 #if KILN_DETAIL_OWN_SGEMM
         if constexpr (packs_bf16_values) {
           // A product that skips packing (one small operand, shallow,
-          // narrow, or one in L2: rounds_into_copies) reads f32 only: its
-          // operands are rounded (a bf16 one widened) into copies, and the
-          // small route multiplies those in f32, the sums the packing
-          // kernels make (detail/gemm_small.hpp). Each copy keeps its
-          // operand's layout, except that of the operand the route would
-          // copy column-major again (op(A) stored transposed on the direct
-          // route; op(B) stored column-major on the Cᵀ route, whose op(A)
-          // is op(B)ᵀ): that one is rounded as it is transposed, one pass
-          // instead of two (unless it has fewer than W rows: all edges, it
-          // would be rounded one value at a time). An operand given as
-          // f32_of_bf16_values is read where it is. (Copies only where
-          // reserve() made room for them; otherwise, defensively, the
-          // packing kernel: the same bits.)
+          // narrow, or one in L2: rounds_into_copies) reads f32 only: the
+          // small route takes its operands rounded (a bf16 one widened) to
+          // bf16 values, into copies in their layouts, or as it copies one
+          // column-major, and multiplies them in f32, the sums the packing
+          // kernels make (small_gemm::gemm_converted). An operand given as
+          // f32_of_bf16_values is read where it is. (Only where reserve()
+          // made room for the copies; otherwise, defensively, the packing
+          // kernel: the same bits.)
           const small_gemm::route how = small_gemm::choose<own::small_ops>(m, n, k);
           if (how != small_gemm::route::blocked && rounded_floats(m, n, k) <= cap_rounded_) {
-            T* ra = rounded_.get();
-            T* rb = ra + padded(m) * k;
-            constexpr index W = own::small_ops::W;
-            if constexpr (TransA && !std::is_same_v<SA, f32_of_bf16_values>) {
-              if (how == small_gemm::route::direct && m >= W) {
-                small_gemm::copy_transposed<own::small_ops>(a, lda, m, k, ra, padded(m), to_bf16_values{});
-                const auto [cb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
-                small_run<false, TransB>(how, m, n, k, ra, padded(m), cb, lb, c, ldc, !accumulate);
-                return;
-              }
-            }
-            if constexpr (!TransB && !std::is_same_v<SB, f32_of_bf16_values>) {
-              if (how == small_gemm::route::transposed && n >= W) {
-                const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
-                small_gemm::copy_transposed<own::small_ops>(b, ldb, n, k, rb, padded(n), to_bf16_values{});
-                small_run<TransA, true>(how, m, n, k, ca, la, rb, padded(n), c, ldc, !accumulate);
-                return;
-              }
-            }
-            const auto [ca, la] = as_bf16_values_operand<TransA>(m, k, a, lda, ra);
-            const auto [cb, lb] = as_bf16_values_operand<TransB>(k, n, b, ldb, rb);
-            small_run<TransA, TransB>(how, m, n, k, ca, la, cb, lb, c, ldc, !accumulate);
+            assert(static_cast<std::size_t>(small_gemm::route_scratch_floats<own::small_ops>(how, m, n, k)) <= cap_a_ &&
+                   "kiln: gemm shape was not reserved");
+            small_gemm::gemm_converted<own::small_ops, TransA, TransB>(how, m, n, k, pa, lda, pb, ldb, c, ldc, a_.get(),
+                                                                       rounded_.get(), !accumulate, converter<SA>{},
+                                                                       converter<SB>{});
             return;
           }
         }
@@ -267,8 +244,9 @@ class gemm_scratch {
                                                    1>::run(m, n, k, a, lda, b, ldb, c, 1, ldc, T(1), bl);
   }
 
-  /// True for a bf16 product (m × n, k deep) that run() multiplies from
-  /// rounded copies of both operands by a small route: it skips packing on
+  /// True for a bf16 product (m × n, k deep) that run() multiplies by a
+  /// small route from rounded copies of its operands (or rounding one as
+  /// the route copies it: small_gemm::gemm_converted): it skips packing on
   /// this CPU (small_gemm::choose), and the target packs bf16 values
   /// otherwise (no AVX512-BF16). reserve() sizes the copies for it; an
   /// operand given as f32_of_bf16_values is read where it is instead of
@@ -296,52 +274,15 @@ class gemm_scratch {
   }
 
  private:
-#if KILN_DETAIL_OWN_SGEMM
-  /// C (+)= op(A)·op(B) in f32 by the small route `how` (not the blocked
-  /// one), chosen by the caller; with `overwrite` C is set instead.
-  template <bool TransA, bool TransB>
-  void small_run(small_gemm::route how, index m, index n, index k, const T* a, index lda, const T* b, index ldb,
-                 T* c, index ldc, bool overwrite) {
-    assert(static_cast<std::size_t>(small_gemm::route_scratch_floats<own::small_ops>(how, m, n, k)) <= cap_a_ &&
-           "kiln: gemm shape was not reserved");
-    small_gemm::gemm<own::small_ops, TransA, TransB>(how, m, n, k, a, lda, b, ldb, c, ldc, a_.get(), overwrite);
-  }
-#endif
-
-  /// The stored matrix of op(X) (rows × cols; stored cols × rows when
-  /// Trans), its values rounded to bf16 (a bf16 one widened), into a dense
-  /// copy in the same layout; returns the copy's leading dimension.
-  template <bool Trans, class S>
-  static index copy_as_bf16_values(index rows, index cols, const S* x, index ldx, T* out) noexcept {
-    const index r = Trans ? cols : rows, c = Trans ? rows : cols;
-    for (index j = 0; j < c; ++j) to_bf16_values{}(x + j * ldx, r, out + j * r);
-    return r;
-  }
-
-  /// Rows rounded up to 16 (a whole number of vectors, with AVX-512 or
-  /// AVX2): a column-major copy's leading dimension.
-  static index padded(index rows) noexcept { return (rows + 15) / 16 * 16; }
-  /// Floats of the rounded copies of a product's operands (either copied
-  /// in either layout, each starting on a 64-byte boundary).
+  /// Floats of the copies of a product's operands that run() rounds (or
+  /// widens) first for a small route (small_gemm::gemm_converted).
   static std::size_t rounded_floats(index m, index n, index k) noexcept {
-    return static_cast<std::size_t>((padded(m) + padded(n)) * k);
+    return static_cast<std::size_t>((m + n) * k);
   }
 
   template <class S>
   static constexpr bool operand_type = std::is_same_v<S, T> || std::is_same_v<S, bf16> ||
                                        (std::is_same_v<S, f32_of_bf16_values> && std::is_same_v<T, float>);
-
-  /// op(X) with bf16 values where it is (f32_of_bf16_values) or in a copy
-  /// (copy_as_bf16_values): its floats and leading dimension.
-  template <bool Trans, class S>
-  static std::pair<const T*, index> as_bf16_values_operand(index rows, index cols, const S* x, index ldx,
-                                                           T* out) noexcept {
-    if constexpr (std::is_same_v<S, f32_of_bf16_values>) {
-      return {plain_operand(x), ldx};
-    } else {
-      return {out, copy_as_bf16_values<Trans>(rows, cols, x, ldx, out)};
-    }
-  }
 
   /// An operand's values as bf16 values in f32: rounded (an f32 one) or
   /// widened (a bf16 one); one value, or a run of them (src, count, dst).
@@ -355,6 +296,12 @@ class gemm_scratch {
       widen(src, static_cast<std::size_t>(count), dst);
     }
   };
+#if KILN_DETAIL_OWN_SGEMM
+  /// How a small route takes an operand given as S: as it is when its
+  /// caller rounded it (f32_of_bf16_values), else to_bf16_values.
+  template <class S>
+  using converter = std::conditional_t<std::is_same_v<S, f32_of_bf16_values>, small_gemm::as_is, to_bf16_values>;
+#endif
 
   struct free_aligned {
     void operator()(T* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }

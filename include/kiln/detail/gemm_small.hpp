@@ -57,6 +57,13 @@
 // kinds, changes no result; tests/detail/gemm_test.cpp checks both routes
 // against the scalar loop.
 //
+// gemm_converted takes operands whose values the product converts (the bf16
+// products without AVX512-BF16: rounded to bf16 values, or widened from
+// bf16; detail/gemm.hpp). Each is converted into a copy in its layout
+// first, except the one the route reads by tiles of rows when it is stored
+// transposed: that one is converted as the route copies it column-major
+// (detail/gemm_small_copies.hpp), so that no operand is copied twice.
+//
 // Ops (one per vector width: avx512::small_ops, avx2::small_ops) gives the
 // vector type and its W lanes, the three routing flags above, `cols`, the
 // most columns a tile's 2·cols accumulators leave registers for, and zero,
@@ -68,10 +75,10 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <type_traits>
 #include <utility>
 
 #include <kiln/detail/gemm_blocking.hpp>
+#include <kiln/detail/gemm_small_copies.hpp>
 
 namespace kiln::detail::small_gemm {
 
@@ -207,44 +214,6 @@ template <class Ops, int V, bool TransB, int... Ns, class... Args>
   (void)((n == Ns + 1 ? (tile<Ops, V, Ns + 1, TransB>(args...), true) : false) || ...);
 }
 
-/// Values copied as they are: copy_transposed's default (f32 products).
-/// A conversion is called on one value, and on a run of values
-/// (src, count, dst); the bf16 products without AVX512-BF16 pass one that
-/// rounds (or widens) to bf16 values (detail/gemm.hpp).
-struct as_is {
-  float operator()(float v) const noexcept { return v; }
-  void operator()(const float* src, std::ptrdiff_t count, float* dst) const noexcept {
-    std::copy(src, src + count, dst);
-  }
-};
-
-/// out[i + p·ld_out] = convert(a[p + i·lda]) for i < rows, p < depth (a
-/// transposed operand copied column-major), W × W blocks transposed in
-/// registers (converted first, a block's rows at a time into L1, unless
-/// `as_is`); the rows from `rows` to ld_out are zero.
-template <class Ops, class S, class Convert = as_is>
-void copy_transposed(const S* a, std::ptrdiff_t lda, std::ptrdiff_t rows, std::ptrdiff_t depth, float* out,
-                     std::ptrdiff_t ld_out, Convert convert = {}) {
-  constexpr std::ptrdiff_t W = Ops::W;
-  const std::ptrdiff_t whole_rows = rows / W * W, whole_depth = depth / W * W;
-  for (std::ptrdiff_t i = 0; i < whole_rows; i += W)
-    for (std::ptrdiff_t p = 0; p < whole_depth; p += W) {
-      if constexpr (std::is_same_v<Convert, as_is>) {
-        Ops::transpose(a + p + i * lda, lda, out + i + p * ld_out, ld_out);
-      } else {
-        alignas(64) float block[W * W];  // block[r·W + q]: op(A)(i + r, p + q), converted
-        for (std::ptrdiff_t r = 0; r < W; ++r) convert(a + p + (i + r) * lda, W, block + r * W);
-        Ops::transpose(block, W, out + i + p * ld_out, ld_out);
-      }
-    }
-  if (whole_rows == ld_out && whole_depth == depth) return;
-  for (std::ptrdiff_t p = 0; p < depth; ++p) {  // (the edges)
-    float* col = out + p * ld_out;
-    for (std::ptrdiff_t i = p < whole_depth ? whole_rows : 0; i < rows; ++i) col[i] = convert(a[p + i * lda]);
-    std::fill(col + rows, col + ld_out, 0.0f);
-  }
-}
-
 /// C(i, j) (+)= t[i + j·2W] for i < rows, j < cols, C(i, j) at c[i + j·ldc],
 /// or, TransC, at c[j + i·ldc] (rows of the tile transposed in registers).
 template <class Ops, bool TransC>
@@ -270,9 +239,11 @@ void merge_tile(const float* t, std::ptrdiff_t rows, std::ptrdiff_t cols, float*
 /// C(i, j) at c[i + j·ldc], or TransC at c[j + i·ldc]. `scratch` holds
 /// one tile's rows of op(A) as deep as a block (2W · even_block(k)). With
 /// `overwrite` the first block of depth stores C instead of adding to it.
-template <class Ops, bool TransA, bool TransB, bool TransC>
-void run_columns(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
-                 const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
+/// A transposed op(A) may be of another type SA, converted as it is copied.
+template <class Ops, bool TransA, bool TransB, bool TransC, class SA = float, class Convert = as_is>
+void run_columns(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda,
+                 const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite,
+                 Convert convert = {}) {
   constexpr std::ptrdiff_t W = Ops::W, R = 2 * W;
   constexpr auto widths = std::make_integer_sequence<int, Ops::cols>{};
   const std::ptrdiff_t kc_block = even_block(k, gemm_kc, 16), tiles = (n + Ops::cols - 1) / Ops::cols;
@@ -290,7 +261,7 @@ void run_columns(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const flo
       const float* a_tile = scratch;
       std::ptrdiff_t ld_tile = tall;
       if constexpr (TransA) {
-        copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall);
+        copy_transposed<Ops>(a + pc + i0 * lda, lda, rows, kc, scratch, tall, convert);
       } else if (const float* in_place = a + i0 + pc * lda; rows == tall) {
         a_tile = in_place;
         ld_tile = lda;
@@ -324,23 +295,28 @@ void run_columns(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const flo
 /// small, or when C is one tile of rows: op(B) is then read once, and
 /// chunks would only copy A again for each). A transposed op(A) taken in
 /// more than one chunk is first copied column-major whole
-/// (whole_copy_floats), not once per chunk.
-template <class Ops, bool TransA, bool TransB, bool TransC>
-void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda, const float* b,
-         std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
+/// (whole_copy_floats), not once per chunk. A transposed op(A) may be of
+/// another type SA, converted as it is copied; one stored column-major is
+/// f32, read where it is.
+template <class Ops, bool TransA, bool TransB, bool TransC, class SA = float, class Convert = as_is>
+void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda, const float* b,
+         std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite, Convert convert = {}) {
+  static_assert(TransA || reads_in_place<SA, Convert>,
+                "kiln::detail::small_gemm::run: an op(A) stored column-major is read where it is: give it converted");
   if (m <= 0 || n <= 0 || k <= 0) return;
   const std::ptrdiff_t chunk = chunk_of<Ops>(m, n, k);
   if constexpr (TransA) {
     if (const std::ptrdiff_t whole = whole_copy_floats<Ops>(m, n, k); whole > 0) {
       const std::ptrdiff_t ld = whole / k;
-      copy_transposed<Ops>(a, lda, m, k, scratch, ld);
-      run<Ops, false, TransB, TransC>(m, n, k, scratch, ld, b, ldb, c, ldc, scratch + whole, overwrite);
+      copy_transposed<Ops>(a, lda, m, k, scratch, ld, convert);
+      run<Ops, false, TransB, TransC>(m, n, k, static_cast<const float*>(scratch), ld, b, ldb, c, ldc, scratch + whole,
+                                      overwrite);
       return;
     }
   }
   for (std::ptrdiff_t j = 0; j < n; j += chunk)
     run_columns<Ops, TransA, TransB, TransC>(m, std::min(chunk, n - j), k, a, lda, TransB ? b + j : b + j * ldb, ldb,
-                                             TransC ? c + j : c + j * ldc, ldc, scratch, overwrite);
+                                             TransC ? c + j : c + j * ldc, ldc, scratch, overwrite, convert);
 }
 
 /// C(m×n, ldc) (+)= op(A)·op(B) by `route` (direct or transposed); the
@@ -354,6 +330,46 @@ void gemm(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const
     // Cᵀ = op(B)ᵀ·op(A)ᵀ: op(B)ᵀ(j, p) is b[j + p·ldb] (TransB: column-major) or b[p + j·ldb];
     // op(A)ᵀ(p, i) is a[p + i·lda] (TransA) or a[i + p·lda]
     run<Ops, !TransB, !TransA, true>(n, m, k, b, ldb, a, lda, c, ldc, scratch, overwrite);
+  }
+}
+
+/// C(m×n, ldc) (+)= op(A)·op(B) by `route` (direct or transposed) for
+/// operands converted as they are read (the bf16 products without
+/// AVX512-BF16 take them rounded to bf16 values, or widened from bf16:
+/// detail/gemm.hpp); op(A) of SA by convert_a, op(B) of SB by convert_b.
+/// The route's op(A) (op(B)ᵀ for Cᵀ), when stored transposed with W rows
+/// or more, is converted as the route copies it column-major (whole, or a
+/// tile of rows at a time); the other operands are converted first, in long
+/// runs, into `copy` ((m + n)·k floats, the route's op(A) first), each in
+/// its layout. An operand that is its own floats (as_is) is read where it
+/// is. The sums of gemm(), on the converted values.
+template <class Ops, bool TransA, bool TransB, class SA, class SB, class ConvertA, class ConvertB>
+void gemm_converted(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda,
+                    const SB* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, float* copy,
+                    bool overwrite, ConvertA convert_a, ConvertB convert_b) {
+  // (fewer than W rows to copy transposed would be all edges, converted a value at a time)
+  constexpr std::ptrdiff_t W = Ops::W;
+  if (how == route::direct) {
+    const auto [bb, lb] = in_layout<TransB>(k, n, b, ldb, copy + m * k, convert_b);
+    if constexpr (TransA) {
+      if (m >= W) {
+        run<Ops, true, TransB, false>(m, n, k, a, lda, bb, lb, c, ldc, scratch, overwrite, convert_a);
+        return;
+      }
+    }
+    const auto [aa, la] = in_layout<TransA>(m, k, a, lda, copy, convert_a);
+    run<Ops, TransA, TransB, false>(m, n, k, aa, la, bb, lb, c, ldc, scratch, overwrite);
+  } else {
+    // (as in gemm(): Cᵀ = op(B)ᵀ·op(A)ᵀ, whose op(A) is stored transposed when op(B) is not)
+    const auto [aa, la] = in_layout<TransA>(m, k, a, lda, copy + n * k, convert_a);
+    if constexpr (!TransB) {
+      if (n >= W) {
+        run<Ops, true, !TransA, true>(n, m, k, b, ldb, aa, la, c, ldc, scratch, overwrite, convert_b);
+        return;
+      }
+    }
+    const auto [bb, lb] = in_layout<TransB>(k, n, b, ldb, copy, convert_b);
+    run<Ops, !TransB, !TransA, true>(n, m, k, bb, lb, aa, la, c, ldc, scratch, overwrite);
   }
 }
 
