@@ -315,13 +315,14 @@ struct bf16_values_plainly {
 /// small_gemm::gemm_converted by `how`, op(A) given as SA and op(B) as SB
 /// (f32 to round, bf16 to widen) or, `b_rounded`, as f32 already rounded
 /// (as_is, read in place): the bits of small_gemm::gemm on the converted
-/// values. Leading dimensions dense (a column converted in one run) or not.
+/// values. Leading dimensions dense (`dense`: a copy in its layout is made
+/// in one run) or not (a run a column).
 template <class Ops, class SA, class SB, bool TransA, bool TransB>
 void check_converted(kiln::detail::small_gemm::route how, index m, index n, index k, bool b_rounded, bool overwrite,
-                     std::uint64_t seed) {
+                     bool dense, std::uint64_t seed) {
   namespace sg = kiln::detail::small_gemm;
   kiln::rng g(seed);
-  const index pad = seed % 3 == 0 ? 0 : 1;
+  const index pad = dense ? 0 : 1;
   const index lda = (TransA ? k : m) + pad, ldb = (TransB ? n : k) + 2 * pad, ldc = m + 3;
   std::vector<SA> a(static_cast<std::size_t>(lda * (TransA ? m : k)));
   std::vector<SB> b(static_cast<std::size_t>(ldb * (TransB ? k : n)));
@@ -392,20 +393,22 @@ void check_small_conversions() {
   for (const auto& [m, n, k] : {std::array<index, 3>{10, 5, 17}, {2 * Ops::W + 3, 10, 40}, {Ops::W - 1, 64, 33},
                                 {100, 300, 40}, {4 * Ops::W - 5, 37, 200}, {37, 200, 64}, {2 * Ops::W + 1, 24, 400}})
     for (const route how : {route::direct, route::transposed})
-      for (const bool overwrite : {false, true}) {
-        for (const bool b_rounded : {false, true}) {
+      for (const bool overwrite : {false, true})
+        for (const bool dense : {false, true}) {
+          for (const bool b_rounded : {false, true}) {
+            ++seed;
+            check_converted<Ops, float, float, false, false>(how, m, n, k, b_rounded, overwrite, dense, seed);
+            check_converted<Ops, float, float, true, false>(how, m, n, k, b_rounded, overwrite, dense, seed);
+            check_converted<Ops, float, float, false, true>(how, m, n, k, b_rounded, overwrite, dense, seed);
+            check_converted<Ops, float, float, true, true>(how, m, n, k, b_rounded, overwrite, dense, seed);
+          }
           ++seed;
-          check_converted<Ops, float, float, false, false>(how, m, n, k, b_rounded, overwrite, seed);
-          check_converted<Ops, float, float, true, false>(how, m, n, k, b_rounded, overwrite, seed);
-          check_converted<Ops, float, float, false, true>(how, m, n, k, b_rounded, overwrite, seed);
-          check_converted<Ops, float, float, true, true>(how, m, n, k, b_rounded, overwrite, seed);
+          check_converted<Ops, kiln::bf16, float, false, true>(how, m, n, k, false, overwrite, dense, seed);
+          check_converted<Ops, kiln::bf16, float, true, true>(how, m, n, k, false, overwrite, dense, seed);
+          check_converted<Ops, float, kiln::bf16, false, false>(how, m, n, k, false, overwrite, dense, seed);
+          check_converted<Ops, kiln::bf16, kiln::bf16, true, false>(how, m, n, k, false, overwrite, dense, seed);
+          check_converted<Ops, kiln::bf16, kiln::bf16, false, true>(how, m, n, k, false, overwrite, dense, seed);
         }
-        ++seed;
-        check_converted<Ops, kiln::bf16, float, false, true>(how, m, n, k, false, overwrite, seed);
-        check_converted<Ops, kiln::bf16, float, true, true>(how, m, n, k, false, overwrite, seed);
-        check_converted<Ops, float, kiln::bf16, false, false>(how, m, n, k, false, overwrite, seed);
-        check_converted<Ops, kiln::bf16, kiln::bf16, true, false>(how, m, n, k, false, overwrite, seed);
-      }
 }
 
 /// Which products take which route: the MLP's 10-class head and its

@@ -61,8 +61,9 @@
 // products without AVX512-BF16: rounded to bf16 values, or widened from
 // bf16; detail/gemm.hpp). Each is converted into a copy in its layout
 // first, except the one the route reads by tiles of rows when it is stored
-// transposed: that one is converted as the route copies it column-major
-// (detail/gemm_small_copies.hpp), so that no operand is copied twice.
+// transposed with W rows or more: that one is converted as the route
+// copies it column-major (detail/gemm_small_copies.hpp), not converted
+// into a copy and then copied again.
 //
 // Ops (one per vector width: avx512::small_ops, avx2::small_ops) gives the
 // vector type and its W lanes, the three routing flags above, `cols`, the
