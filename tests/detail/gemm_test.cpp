@@ -30,43 +30,76 @@
 namespace {
 using kiln::detail::index;
 
-/// n floats that end right before a page with no access (or, with
+/// n values of T that end right before a page with no access (or, with
 /// `at_start`, begin right after one); unmapped when it goes out of scope.
-class guarded_floats {
+template <class T>
+class guarded_values {
  public:
-  guarded_floats(std::size_t n, bool at_start) {
+  guarded_values(std::size_t n, bool at_start) {
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const std::size_t data_pages = (n * sizeof(float) + page - 1) / page + 1;
+    const std::size_t data_pages = (n * sizeof(T) + page - 1) / page + 1;
     bytes_ = (data_pages + 2) * page;
     base_ = static_cast<char*>(mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (base_ == MAP_FAILED) std::abort();
     mprotect(base_, page, PROT_NONE);
     mprotect(base_ + (data_pages + 1) * page, page, PROT_NONE);
-    data_ = reinterpret_cast<float*>(at_start ? base_ + page : base_ + (data_pages + 1) * page - n * sizeof(float));
+    data_ = reinterpret_cast<T*>(at_start ? base_ + page : base_ + (data_pages + 1) * page - n * sizeof(T));
     size_ = n;
   }
-  guarded_floats(const guarded_floats&) = delete;
-  guarded_floats& operator=(const guarded_floats&) = delete;
-  ~guarded_floats() { munmap(base_, bytes_); }
-  float* begin() { return data_; }
-  float* end() { return data_ + size_; }
-  float* data() { return data_; }
-  float& operator[](std::size_t i) { return data_[i]; }
+  guarded_values(const guarded_values&) = delete;
+  guarded_values& operator=(const guarded_values&) = delete;
+  ~guarded_values() { munmap(base_, bytes_); }
+  T* begin() { return data_; }
+  T* end() { return data_ + size_; }
+  T* data() { return data_; }
+  std::size_t size() const { return size_; }
+  T& operator[](std::size_t i) { return data_[i]; }
 
  private:
   char* base_;
   std::size_t bytes_, size_;
-  float* data_;
+  T* data_;
+};
+using guarded_floats = guarded_values<float>;
+
+/// The values of a matrix stored rows × cols with leading dimension ld,
+/// exactly up to its last element (the padding after the last column is not
+/// there, so reading past it touches the guard page).
+inline std::size_t extent(index ld, index rows, index cols) {
+  return static_cast<std::size_t>(rows == 0 || cols == 0 ? 0 : ld * (cols - 1) + rows);
+}
+
+/// A workspace as a caller reserves it (`floats`, 64-byte aligned as
+/// gemm_scratch's), followed by a guard of NaNs no kernel writes, which
+/// must stay untouched.
+class guarded_workspace {
+ public:
+  explicit guarded_workspace(std::ptrdiff_t floats)
+      : floats_(floats),
+        data_(static_cast<float*>(::operator new[](static_cast<std::size_t>(floats + guard) * sizeof(float),
+                                                   std::align_val_t{64}))) {
+    std::fill_n(data_.get() + floats, guard, std::bit_cast<float>(untouched));
+  }
+  float* get() const { return data_.get(); }
+  bool guard_untouched() const {
+    return std::all_of(data_.get() + floats_, data_.get() + floats_ + guard,
+                       [](float v) { return std::bit_cast<std::uint32_t>(v) == untouched; });
+  }
+
+ private:
+  static constexpr std::ptrdiff_t guard = 64;
+  static constexpr std::uint32_t untouched = 0x7fc0dead;  // a NaN no kernel writes
+  struct aligned_free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::ptrdiff_t floats_;
+  std::unique_ptr<float[], aligned_free> data_;
 };
 
 template <bool TransA, bool TransB>
 void check(index m, index n, index k, bool accumulate, std::uint64_t seed) {
   kiln::rng g(seed);
   const index lda = (TransA ? k : m) + 3, ldb = (TransB ? n : k) + 1, ldc = m + 5;
-  // (exactly up to the last element: the padding after the last column is not there)
-  const auto extent = [](index ld, index rows, index cols) {
-    return static_cast<std::size_t>(rows == 0 || cols == 0 ? 0 : ld * (cols - 1) + rows);
-  };
   guarded_floats a(extent(lda, TransA ? k : m, TransA ? m : k), seed % 3 == 0),
       b(extent(ldb, TransB ? n : k, TransB ? k : n), seed % 3 == 1);
   std::vector<float> c(static_cast<std::size_t>(ldc * n));
@@ -143,31 +176,18 @@ void check_bits(Kernel kernel, index m, index n, index k, bool accumulate, std::
   kiln::rng g(seed);
   const index lda = (TransA ? k : m) + 1, ldb = (TransB ? n : k) + 2, ldc = m + 3;
   // (A and B against pages that may not be touched, as in check())
-  guarded_floats a(static_cast<std::size_t>(lda * ((TransA ? m : k) - 1) + (TransA ? k : m)), seed % 2 == 0),
-      b(static_cast<std::size_t>(ldb * ((TransB ? k : n) - 1) + (TransB ? n : k)), seed % 3 == 0);
+  guarded_floats a(extent(lda, TransA ? k : m, TransA ? m : k), seed % 2 == 0),
+      b(extent(ldb, TransB ? n : k, TransB ? k : n), seed % 3 == 0);
   std::vector<float> c(static_cast<std::size_t>(ldc * n));
   for (auto& v : a) v = static_cast<float>(g.uniform(-1, 1));
   for (auto& v : b) v = static_cast<float>(g.uniform(-1, 1));
   for (auto& v : c) v = static_cast<float>(g.uniform(-1, 1));
   const std::vector<float> want = in_kilns_order<TransA, TransB>(m, n, k, a.data(), lda, b.data(), ldb, c, ldc, accumulate);
-  struct aligned_free {
-    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  const auto buffer = [](std::ptrdiff_t floats) {
-    return std::unique_ptr<float[], aligned_free>(
-        static_cast<float*>(::operator new[](static_cast<std::size_t>(floats) * sizeof(float), std::align_val_t{64})));
-  };
   // (the packing space as the caller sized it, then a guard the kernel must not write)
-  constexpr std::ptrdiff_t guard = 64;
-  constexpr std::uint32_t untouched = 0x7fc0dead;  // a NaN no kernel writes
-  auto pa = buffer(packed_a + guard), pb = buffer(packed_b + guard);
-  std::fill_n(pa.get() + packed_a, guard, std::bit_cast<float>(untouched));
-  std::fill_n(pb.get() + packed_b, guard, std::bit_cast<float>(untouched));
+  const guarded_workspace pa(packed_a), pb(packed_b);
   kernel(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, pa.get(), pb.get(), !accumulate, blocks);
-  for (std::ptrdiff_t at = 0; at < guard; ++at)
-    ASSERT_TRUE(std::bit_cast<std::uint32_t>(pa[packed_a + at]) == untouched &&
-                std::bit_cast<std::uint32_t>(pb[packed_b + at]) == untouched)
-        << "m " << m << " n " << n << " k " << k << " TransA " << TransA << " TransB " << TransB
+  ASSERT_TRUE(pa.guard_untouched() && pb.guard_untouched())
+      << "m " << m << " n " << n << " k " << k << " TransA " << TransA << " TransB " << TransB
         << ": written past the packing space the caller reserved";
   for (std::size_t at = 0; at < c.size(); ++at)
     ASSERT_EQ(std::bit_cast<std::uint32_t>(c[at]), std::bit_cast<std::uint32_t>(want[at]))
@@ -324,8 +344,10 @@ void check_converted(kiln::detail::small_gemm::route how, index m, index n, inde
   kiln::rng g(seed);
   const index pad = dense ? 0 : 1;
   const index lda = (TransA ? k : m) + pad, ldb = (TransB ? n : k) + 2 * pad, ldc = m + 3;
-  std::vector<SA> a(static_cast<std::size_t>(lda * (TransA ? m : k)));
-  std::vector<SB> b(static_cast<std::size_t>(ldb * (TransB ? k : n)));
+  // (the operands against pages that may not be touched, as in check(); their
+  // converted values, the reference's operands, in vectors of the same extent)
+  guarded_values<SA> a(extent(lda, TransA ? k : m, TransA ? m : k), seed % 2 == 0);
+  guarded_values<SB> b(extent(ldb, TransB ? n : k, TransB ? k : n), seed % 3 == 0);
   std::vector<float> a_values(a.size()), b_values(b.size()), c(static_cast<std::size_t>(ldc * n));
   for (std::size_t i = 0; i < a.size(); ++i) {
     a[i] = kiln::detail::stored_as<SA>(static_cast<float>(g.uniform(-1, 1)));
@@ -344,21 +366,10 @@ void check_converted(kiln::detail::small_gemm::route how, index m, index n, inde
   }
   for (auto& v : c) v = static_cast<float>(g.uniform(-1, 1));
   std::vector<float> want = c, got = c;
-  // (the scratch the route reserves and the copy gemm_scratch sizes, 64-byte
-  // aligned as gemm_scratch's, each followed by a guard that must stay untouched)
-  struct aligned_free {
-    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  static constexpr std::ptrdiff_t guard = 64;
-  static constexpr std::uint32_t untouched = 0x7fc0dead;  // a NaN no route writes
-  const auto guarded = [](std::ptrdiff_t floats) {
-    std::unique_ptr<float[], aligned_free> p(static_cast<float*>(
-        ::operator new[](static_cast<std::size_t>(floats + guard) * sizeof(float), std::align_val_t{64})));
-    std::fill_n(p.get() + floats, guard, std::bit_cast<float>(untouched));
-    return p;
-  };
+  // (the scratch the route reserves and the copy gemm_scratch sizes, each
+  // followed by a guard that must stay untouched)
   const std::ptrdiff_t scratch_floats = sg::route_scratch_floats<Ops>(how, m, n, k), copy_floats = (m + n) * k;
-  auto scratch = guarded(scratch_floats), copy = guarded(copy_floats);
+  const guarded_workspace scratch(scratch_floats), copy(copy_floats);
   sg::gemm<Ops, TransA, TransB>(how, m, n, k, a_values.data(), lda, b_values.data(), ldb, want.data(), ldc,
                                 scratch.get(), overwrite);
   if constexpr (std::is_same_v<SB, float>) {
@@ -371,10 +382,8 @@ void check_converted(kiln::detail::small_gemm::route how, index m, index n, inde
     sg::gemm_converted<Ops, TransA, TransB>(how, m, n, k, a.data(), lda, b.data(), ldb, got.data(), ldc, scratch.get(),
                                             copy.get(), overwrite, bf16_values_plainly{}, bf16_values_plainly{});
   }
-  for (std::ptrdiff_t at = 0; at < guard; ++at)
-    ASSERT_TRUE(std::bit_cast<std::uint32_t>(scratch[scratch_floats + at]) == untouched &&
-                std::bit_cast<std::uint32_t>(copy[copy_floats + at]) == untouched)
-        << "m " << m << " n " << n << " k " << k << ": written past the scratch or the copy";
+  ASSERT_TRUE(scratch.guard_untouched() && copy.guard_untouched())
+      << "m " << m << " n " << n << " k " << k << ": written past the scratch or the copy";
   for (std::size_t i = 0; i < got.size(); ++i)
     ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
         << "route " << static_cast<int>(how) << " m " << m << " n " << n << " k " << k << " TransA " << TransA

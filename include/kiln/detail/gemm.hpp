@@ -76,7 +76,7 @@ class gemm_scratch {
     if (m == 0 || n == 0 || k == 0) return;  // run() packs nothing
     if (std::is_same_v<T, float> && bf16_ && !native_bf16 && !packs_bf16_values) {
       // the portable path rounds op(A) and op(B) into copies first
-      need_rounded_ = std::max(need_rounded_, static_cast<std::size_t>(m * k + k * n));
+      need_rounded_ = std::max(need_rounded_, rounded_floats(m, n, k));
       if (need_rounded_ > cap_rounded_) rounded_ = allocate(need_rounded_, cap_rounded_);
     }
     auto [kc, mc, nc] = blocking(m, n, k);
@@ -188,17 +188,14 @@ class gemm_scratch {
                static_cast<std::size_t>(avx2::packed_b_floats(n, k)) <= cap_b_ && "kiln: gemm shape was not reserved");
         avx2::gemm_bf16_values<TransA, TransB>(m, n, k, pa, lda, pb, ldb, c, ldc, a_.get(), b_.get(), !accumulate);
 #else
-        // Portable: round op(A) and op(B) to bf16 (widen a bf16 operand)
-        // into plain column-major copies, then the f32 product (exact
-        // products, f32 sums).
-        assert(static_cast<std::size_t>(m * k + k * n) <= cap_rounded_ && "kiln: gemm shape was not reserved");
-        T* ra = rounded_.get();
-        T* rb = ra + m * k;
-        for (index p = 0; p < k; ++p)
-          for (index i = 0; i < m; ++i) ra[i + p * m] = to_bf16_values{}(TransA ? pa[p + i * lda] : pa[i + p * lda]);
-        for (index j = 0; j < n; ++j)
-          for (index p = 0; p < k; ++p) rb[p + j * k] = to_bf16_values{}(TransB ? pb[j + p * ldb] : pb[p + j * ldb]);
-        f32_run<false, false>(m, n, k, ra, m, rb, k, c, ldc, !accumulate);
+        // Portable (Eigen's kernel): op(A) and op(B) rounded to bf16 (a
+        // bf16 operand widened) into dense copies in their layouts, in long
+        // runs, then the f32 product (exact products, f32 sums). An operand
+        // given as f32_of_bf16_values is read where it is.
+        assert(rounded_floats(m, n, k) <= cap_rounded_ && "kiln: gemm shape was not reserved");
+        const auto [ra, la] = small_gemm::in_layout<TransA>(m, k, pa, lda, rounded_.get(), 0, converter<SA>{});
+        const auto [rb, lb] = small_gemm::in_layout<TransB>(k, n, pb, ldb, rounded_.get(), m * k, converter<SB>{});
+        f32_run<TransA, TransB>(m, n, k, ra, la, rb, lb, c, ldc, !accumulate);
 #endif
         return;
       }
@@ -296,12 +293,11 @@ class gemm_scratch {
       widen(src, static_cast<std::size_t>(count), dst);
     }
   };
-#if KILN_DETAIL_OWN_SGEMM
-  /// How a small route takes an operand given as S: as it is when its
-  /// caller rounded it (f32_of_bf16_values), else to_bf16_values.
+  /// How a small route (or the portable path) takes an operand given as S:
+  /// as it is when its caller rounded it (f32_of_bf16_values), else
+  /// to_bf16_values.
   template <class S>
   using converter = std::conditional_t<std::is_same_v<S, f32_of_bf16_values>, small_gemm::as_is, to_bf16_values>;
-#endif
 
   struct free_aligned {
     void operator()(T* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }

@@ -63,7 +63,9 @@
 // first, except the one the route reads by tiles of rows when it is stored
 // transposed with W rows or more: that one is converted as the route
 // copies it column-major (detail/gemm_small_copies.hpp), not converted
-// into a copy and then copied again.
+// into a copy and then copied again. The f32 products' gemm() is
+// gemm_converted with both operands read as they are (as_is): one copy of
+// the routes' logic.
 //
 // Ops (one per vector width: avx512::small_ops, avx2::small_ops) gives the
 // vector type and its W lanes, the three routing flags above, `cols`, the
@@ -320,30 +322,17 @@ void run(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std:
                                              TransC ? c + j : c + j * ldc, ldc, scratch, overwrite, convert);
 }
 
-/// C(m×n, ldc) (+)= op(A)·op(B) by `route` (direct or transposed); the
-/// same bits as the blocked kernels.
-template <class Ops, bool TransA, bool TransB>
-void gemm(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
-          const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
-  if (how == route::direct) {
-    run<Ops, TransA, TransB, false>(m, n, k, a, lda, b, ldb, c, ldc, scratch, overwrite);
-  } else {
-    // Cᵀ = op(B)ᵀ·op(A)ᵀ: op(B)ᵀ(j, p) is b[j + p·ldb] (TransB: column-major) or b[p + j·ldb];
-    // op(A)ᵀ(p, i) is a[p + i·lda] (TransA) or a[i + p·lda]
-    run<Ops, !TransB, !TransA, true>(n, m, k, b, ldb, a, lda, c, ldc, scratch, overwrite);
-  }
-}
-
-/// C(m×n, ldc) (+)= op(A)·op(B) by `route` (direct or transposed) for
-/// operands converted as they are read (the bf16 products without
-/// AVX512-BF16 take them rounded to bf16 values, or widened from bf16:
-/// detail/gemm.hpp); op(A) of SA by convert_a, op(B) of SB by convert_b.
-/// The route's op(A) (op(B)ᵀ for Cᵀ), when stored transposed with W rows
-/// or more, is converted as the route copies it column-major (whole, or a
-/// tile of rows at a time); the other operands are converted first, in long
-/// runs, into `copy` ((m + n)·k floats, the route's op(A) first), each in
-/// its layout. An operand that is its own floats (as_is) is read where it
-/// is. The sums of gemm(), on the converted values.
+/// C(m×n, ldc) (+)= op(A)·op(B) by `route` (direct or transposed), op(A)
+/// of SA converted by convert_a, op(B) of SB by convert_b (the bf16
+/// products without AVX512-BF16 take them rounded to bf16 values, or
+/// widened from bf16: detail/gemm.hpp); gemm() below is the f32 products'
+/// call, with operands read as they are. The route's op(A) (op(B)ᵀ for
+/// Cᵀ), when stored transposed with W rows or more, is converted as the
+/// route copies it column-major (whole, or a tile of rows at a time); the
+/// other operands are converted first, in long runs, into `copy`
+/// ((m + n)·k floats, the route's op(A) first), each in its layout. An
+/// operand that is its own floats (as_is) is read where it is. The sums of
+/// the blocked kernels, on the converted values.
 template <class Ops, bool TransA, bool TransB, class SA, class SB, class ConvertA, class ConvertB>
 void gemm_converted(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const SA* a, std::ptrdiff_t lda,
                     const SB* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, float* copy,
@@ -351,27 +340,37 @@ void gemm_converted(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_
   // (fewer than W rows to copy transposed would be all edges, converted a value at a time)
   constexpr std::ptrdiff_t W = Ops::W;
   if (how == route::direct) {
-    const auto [bb, lb] = in_layout<TransB>(k, n, b, ldb, copy + m * k, convert_b);
+    const auto [bb, lb] = in_layout<TransB>(k, n, b, ldb, copy, m * k, convert_b);
     if constexpr (TransA) {
       if (m >= W) {
         run<Ops, true, TransB, false>(m, n, k, a, lda, bb, lb, c, ldc, scratch, overwrite, convert_a);
         return;
       }
     }
-    const auto [aa, la] = in_layout<TransA>(m, k, a, lda, copy, convert_a);
+    const auto [aa, la] = in_layout<TransA>(m, k, a, lda, copy, 0, convert_a);
     run<Ops, TransA, TransB, false>(m, n, k, aa, la, bb, lb, c, ldc, scratch, overwrite);
   } else {
-    // (as in gemm(): Cᵀ = op(B)ᵀ·op(A)ᵀ, whose op(A) is stored transposed when op(B) is not)
-    const auto [aa, la] = in_layout<TransA>(m, k, a, lda, copy + n * k, convert_a);
+    // Cᵀ = op(B)ᵀ·op(A)ᵀ: op(B)ᵀ(j, p) is b[j + p·ldb] (TransB: column-major) or b[p + j·ldb];
+    // op(A)ᵀ(p, i) is a[p + i·lda] (TransA) or a[i + p·lda]
+    const auto [aa, la] = in_layout<TransA>(m, k, a, lda, copy, n * k, convert_a);
     if constexpr (!TransB) {
       if (n >= W) {
         run<Ops, true, !TransA, true>(n, m, k, b, ldb, aa, la, c, ldc, scratch, overwrite, convert_b);
         return;
       }
     }
-    const auto [bb, lb] = in_layout<TransB>(k, n, b, ldb, copy, convert_b);
+    const auto [bb, lb] = in_layout<TransB>(k, n, b, ldb, copy, 0, convert_b);
     run<Ops, !TransB, !TransA, true>(n, m, k, bb, lb, aa, la, c, ldc, scratch, overwrite);
   }
+}
+
+/// C(m×n, ldc) (+)= op(A)·op(B) by `route` (direct or transposed), f32
+/// operands read where they are; the same bits as the blocked kernels.
+template <class Ops, bool TransA, bool TransB>
+void gemm(route how, std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, std::ptrdiff_t lda,
+          const float* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, float* scratch, bool overwrite) {
+  gemm_converted<Ops, TransA, TransB>(how, m, n, k, a, lda, b, ldb, c, ldc, scratch, nullptr, overwrite, as_is{},
+                                      as_is{});
 }
 
 /// C(m×n, ldc) (+)= op(A)·op(B) by the route choose() picks, and true; or,

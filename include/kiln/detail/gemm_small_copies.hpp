@@ -61,14 +61,17 @@ template <class S, class Convert>
 inline constexpr bool reads_in_place = std::is_same_v<S, float> && std::is_same_v<Convert, as_is>;
 
 /// op(X) (rows × cols; stored cols × rows when Trans) where it is, when it
-/// is its own floats, or else converted into `out`, dense in the same
-/// layout: the floats, and their leading dimension.
+/// is its own floats, or else converted into copy + at, dense in the same
+/// layout: the floats, and their leading dimension. (`copy` is used only
+/// then: the f32 products pass none.)
 template <bool Trans, class S, class Convert>
 std::pair<const float*, std::ptrdiff_t> in_layout(std::ptrdiff_t rows, std::ptrdiff_t cols, const S* x,
-                                                  std::ptrdiff_t ldx, float* out, Convert convert) {
+                                                  std::ptrdiff_t ldx, float* copy, std::ptrdiff_t at,
+                                                  Convert convert) {
   if constexpr (reads_in_place<S, Convert>) {
     return {x, ldx};
   } else {
+    float* const out = copy + at;
     const std::ptrdiff_t r = Trans ? cols : rows, stored_cols = Trans ? rows : cols;
     if (ldx == r) {
       convert(x, r * stored_cols, out);  // (contiguous: one run)
