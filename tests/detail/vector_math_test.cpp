@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -334,6 +335,65 @@ TEST(vector_math, exp_affine_sum_adds_in_index_order_stored_or_not) {
     EXPECT_EQ(vm::exp_affine_sum(x.data(), 0.25f, -1.0f, n, nullptr), expect) << n;
   }
 }
+
+#if defined(__SSE2__) && !defined(__FMA__)
+/// The SSE2 pack's fused multiply-add (computed in double, rounded to odd,
+/// then to float) against std::fma, bit for bit: random operands over
+/// every exponent the kernels reach and beyond, sums that cancel, products
+/// whose exact sum with c sits at or next to a midpoint between floats
+/// (where rounding twice, to double and then to float, would differ), and
+/// the special values.
+TEST(vector_math, sse2_fma_is_std_fma_bit_for_bit) {
+  using P = vm::sse2_pack;
+  std::vector<std::array<float, 3>> cases;
+  std::uint64_t state = 12345;
+  const auto next = [&state] {  // (xorshift: reproducible, no dependency)
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  const auto any_float = [&] {  // every sign, exponent and mantissa, NaNs included
+    return std::bit_cast<float>(static_cast<std::uint32_t>(next()));
+  };
+  const auto near_one = [&](int spread) {  // a mantissa of random bits, exponent in [−spread, spread]
+    const auto r = next();
+    const int e = static_cast<int>(r % static_cast<std::uint64_t>(2 * spread + 1)) - spread;
+    const std::uint32_t bits = (static_cast<std::uint32_t>(e + 127) << 23) | static_cast<std::uint32_t>((r >> 20) & 0x7FFFFF);
+    return (r >> 60) & 1 ? -std::bit_cast<float>(bits) : std::bit_cast<float>(bits);
+  };
+  for (int i = 0; i < 300000; ++i) {
+    cases.push_back({any_float(), any_float(), any_float()});
+    cases.push_back({near_one(30), near_one(30), near_one(60)});
+    // c near −a·b: the sum cancels to the product's low bits
+    const float a = near_one(10), b = near_one(10), c = -a * b;
+    cases.push_back({a, b, std::bit_cast<float>(std::bit_cast<std::uint32_t>(c) + static_cast<std::uint32_t>(next() % 5) - 2)});
+    // a·b's low half at a float midpoint, c a tiny nudge either way or none: double rounding's cases
+    const float x = 1.0f + static_cast<float>(next() % 4096) * 0x1p-12f, y = 1.0f + 0x1p-12f;
+    const float nudge = next() % 3 == 0 ? 0.0f : ((next() & 1) ? 1.0f : -1.0f) * std::ldexp(1.0f, -50 - static_cast<int>(next() % 40));
+    cases.push_back({x, y, nudge});
+  }
+  constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, inf, -inf, nan, 0x1p-149f, -0x1p-149f, 0x1p-126f,
+                            std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 0x1p64f, 0x1p-64f};
+  for (float a : specials)
+    for (float b : specials)
+      for (float c : specials) cases.push_back({a, b, c});
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i + 4 <= cases.size(); i += 4) {
+    alignas(16) float a[4], b[4], c[4], got[4];
+    for (int l = 0; l < 4; ++l) a[l] = cases[i + l][0], b[l] = cases[i + l][1], c[l] = cases[i + l][2];
+    _mm_store_ps(got, P::fma(_mm_load_ps(a), _mm_load_ps(b), _mm_load_ps(c)));
+    for (int l = 0; l < 4; ++l) {
+      const float want = std::fma(a[l], b[l], c[l]);
+      const bool same = std::isnan(want) ? std::isnan(got[l])
+                                         : std::bit_cast<std::uint32_t>(got[l]) == std::bit_cast<std::uint32_t>(want);
+      if (!same && ++differ <= 5)
+        ADD_FAILURE() << std::hexfloat << "fma(" << a[l] << ", " << b[l] << ", " << c[l] << ") = " << got[l]
+                      << ", std::fma " << want;
+    }
+  }
+  EXPECT_EQ(differ, 0u) << "of " << cases.size();
+}
+#endif
 
 TEST(libm_expf, has_the_bits_of_std_exp) {
   // Every 17th float of [−110, 90] (all of them in a one-off run: 2.24e9, no difference).

@@ -1,12 +1,14 @@
 // kiln/detail/vector_math.hpp — exp, tanh, sigmoid, erf and GELU (and the largest value) over f32
-// arrays, 16 (AVX-512) or 8 (AVX2 + FMA) values at a time, or one at a time.
+// arrays, 16 (AVX-512), 8 (AVX2 + FMA) or 4 (SSE2 without FMA) values at a
+// time, or one at a time.
 //
 // WHAT IT IS
 //   Each function is one sequence of operations on a "pack" (avx512_pack,
-//   avx2_pack, scalar_pack: detail/vector_packs.hpp): the same polynomial, the same clamps, and every
-//   multiply-add an explicit fused one (std::fma in the scalar pack), so an
+//   avx2_pack, sse2_pack, scalar_pack: detail/vector_packs.hpp): the same polynomial, the same clamps, and every
+//   multiply-add an explicit fused one (std::fma in the scalar pack, exact
+//   in double in the SSE2 one), so an
 //   element's result has the same bits whichever pack computes it — on
-//   every x86-64 CPU that kiln is compiled for with FMA, and in the tail of
+//   every x86-64 CPU that kiln is compiled for, and in the tail of
 //   an array (masked loads, not a scalar loop). No product feeds an addition
 //   except through fma: the compiler has nothing left to contract.
 //   `native_pack` is the widest the target has; f64 overloads call std::

@@ -4,7 +4,8 @@
 // (set, masked load and store of a tail, fma, add, sub, mul, div, max, min,
 // comparisons into a mask, both, all, select, abs, xor_sign, exp2_pair,
 // lookup_bf16), so that one sequence of them gives an element the same bits
-// in every pack.
+// in every pack; and 4 (sse2_pack: x86-64 without FMA, fused multiply-adds
+// computed exact in double).
 // `native_pack` is the widest the target has.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
@@ -15,7 +16,7 @@
 #include <cstdint>
 
 #include <kiln/detail/avx512.hpp>
-#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#if !defined(__AVX512F__) && (defined(__AVX2__) || defined(__SSE2__))
 #include <immintrin.h>
 #endif
 
@@ -174,10 +175,113 @@ struct avx2_pack {
 };
 #endif
 
+#if defined(__SSE2__) && !defined(__FMA__)
+/// 4 floats (SSE2: x86-64 without AVX2 + FMA, what a build without -march
+/// targets). With no fused multiply-add instruction, fma is computed in
+/// double and rounded once, as std::fma (a library call a value at a time,
+/// in software on such a CPU) rounds it: the bits of every other pack. a·b
+/// is exact in double (24 + 24 bits); its sum with c rounded to nearest
+/// rounds on to the right float except at a float midpoint, where the sum
+/// is rounded to odd instead (rounded to nearest, then, where inexact and
+/// even, one step towards the exact sum, which TwoSum gives): 53 bits
+/// rounded to odd round to the nearest float as the exact sum does
+/// (53 ≥ 2·24 + 2).
+struct sse2_pack {
+  using v = __m128;
+  using mask = __m128;
+  static constexpr std::size_t width = 4;
+  static v set(float a) { return _mm_set1_ps(a); }
+  static v load(const float* p, std::size_t n) {
+    if (n >= 4) return _mm_loadu_ps(p);
+    alignas(16) float t[4] = {};
+    for (std::size_t i = 0; i < n; ++i) t[i] = p[i];
+    return _mm_load_ps(t);
+  }
+  static void store(float* p, v x, std::size_t n) {
+    if (n >= 4) {
+      _mm_storeu_ps(p, x);
+      return;
+    }
+    alignas(16) float t[4];
+    _mm_store_ps(t, x);
+    for (std::size_t i = 0; i < n; ++i) p[i] = t[i];
+  }
+  static v fma(v a, v b, v c) {
+    const __m128d a0 = _mm_cvtps_pd(a), b0 = _mm_cvtps_pd(b), c0 = _mm_cvtps_pd(c);
+    const __m128d a1 = _mm_cvtps_pd(_mm_movehl_ps(a, a)), b1 = _mm_cvtps_pd(_mm_movehl_ps(b, b)),
+                  c1 = _mm_cvtps_pd(_mm_movehl_ps(c, c));
+    __m128d s0 = _mm_add_pd(_mm_mul_pd(a0, b0), c0), s1 = _mm_add_pd(_mm_mul_pd(a1, b1), c1);
+    // s, the sum rounded to nearest in double, rounds to the float the exact
+    // sum rounds to unless s lies halfway between two floats (no float
+    // midpoint lies strictly between s and the exact sum: each is a double).
+    // Such an s has its 28 lowest bits zero (so has every double with 24
+    // significant bits or fewer); for those, rarely, the sum rounded to odd.
+    const __m128i low_bits = _mm_set_epi32(0, 0x0FFFFFFF, 0, 0x0FFFFFFF), zero = _mm_setzero_si128();
+    const int suspect0 = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_and_si128(_mm_castpd_si128(s0), low_bits), zero)));
+    const int suspect1 = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_and_si128(_mm_castpd_si128(s1), low_bits), zero)));
+    if (((suspect0 | suspect1) & 0b0101) != 0) [[unlikely]] {
+      s0 = fma_to_odd(a0, b0, c0);
+      s1 = fma_to_odd(a1, b1, c1);
+    }
+    return _mm_movelh_ps(_mm_cvtpd_ps(s0), _mm_cvtpd_ps(s1));
+  }
+  static v add(v a, v b) { return _mm_add_ps(a, b); }
+  static v sub(v a, v b) { return _mm_sub_ps(a, b); }
+  static v mul(v a, v b) { return _mm_mul_ps(a, b); }
+  static v div(v a, v b) { return _mm_div_ps(a, b); }
+  static v max(v a, v b) { return _mm_max_ps(a, b); }
+  static v min(v a, v b) { return _mm_min_ps(a, b); }
+  static mask less(v a, v b) { return _mm_cmplt_ps(a, b); }
+  static mask both(mask a, mask b) { return _mm_and_ps(a, b); }
+  static bool all(mask k) { return _mm_movemask_ps(k) == 0xF; }
+  static v select(mask k, v a, v b) { return _mm_or_ps(_mm_and_ps(k, a), _mm_andnot_ps(k, b)); }
+  static v abs(v a) { return _mm_and_ps(a, _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF))); }
+  static v xor_sign(v a, v s) { return _mm_xor_ps(a, _mm_and_ps(s, _mm_castsi128_ps(_mm_set1_epi32(INT32_MIN)))); }
+  static void exp2_pair(v t, v base, v& s1, v& s2) {
+    const __m128i n = _mm_sub_epi32(_mm_castps_si128(t), _mm_castps_si128(base));
+    const __m128i n1 = _mm_srai_epi32(n, 1), n2 = _mm_sub_epi32(n, n1), bias = _mm_set1_epi32(127);
+    s1 = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(n1, bias), 23));
+    s2 = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(n2, bias), 23));
+  }
+  static v lookup_bf16(const float* table, v x, std::uint32_t first, std::uint32_t count, mask& found) {
+    alignas(16) float xs[4], out[4];
+    alignas(16) std::uint32_t in[4];
+    _mm_store_ps(xs, x);
+    for (int i = 0; i < 4; ++i) {
+      bool f = false;
+      out[i] = scalar_pack::lookup_bf16(table, xs[i], first, count, f);
+      in[i] = f ? ~0u : 0u;
+    }
+    found = _mm_castsi128_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(in)));
+    return _mm_load_ps(out);
+  }
+
+ private:
+  /// a·b + c rounded to odd (two lanes of double; a, b and c floats).
+  static __m128d fma_to_odd(__m128d a, __m128d b, __m128d c) {
+    const __m128d p = _mm_mul_pd(a, b), s = _mm_add_pd(p, c);
+    const __m128d bv = _mm_sub_pd(s, p), e = _mm_add_pd(_mm_sub_pd(p, _mm_sub_pd(s, bv)), _mm_sub_pd(c, bv));
+    // (e is NaN where an operand is infinite or NaN: s is then left as it is)
+    const __m128i inexact = _mm_castpd_si128(_mm_or_pd(_mm_cmplt_pd(e, _mm_setzero_pd()), _mm_cmpgt_pd(e, _mm_setzero_pd())));
+    const __m128i bits = _mm_castpd_si128(s), one = _mm_set_epi32(0, 1, 0, 1);
+    // where the exact sum is larger in magnitude, the odd one of s and the next: s | 1;
+    // where smaller, of the previous and s: s − 1 + (s & 1)
+    const __m128i away = _mm_or_si128(bits, one);
+    const __m128i toward = _mm_add_epi64(_mm_sub_epi64(bits, one), _mm_and_si128(bits, one));
+    const __m128i opposite = _mm_shuffle_epi32(_mm_srai_epi32(_mm_xor_si128(bits, _mm_castpd_si128(e)), 31),
+                                               _MM_SHUFFLE(3, 3, 1, 1));
+    const __m128i odd = _mm_or_si128(_mm_and_si128(opposite, toward), _mm_andnot_si128(opposite, away));
+    return _mm_castsi128_pd(_mm_or_si128(_mm_and_si128(inexact, odd), _mm_andnot_si128(inexact, bits)));
+  }
+};
+#endif
+
 #if defined(__AVX512F__)
 using native_pack = avx512_pack;
 #elif defined(__AVX2__) && defined(__FMA__)
 using native_pack = avx2_pack;
+#elif defined(__SSE2__) && !defined(__FMA__)
+using native_pack = sse2_pack;
 #else
 using native_pack = scalar_pack;
 #endif
