@@ -366,11 +366,28 @@ TEST(vector_math, sse2_fma_is_std_fma_bit_for_bit) {
     // c near −a·b: the sum cancels to the product's low bits
     const float a = near_one(10), b = near_one(10), c = -a * b;
     cases.push_back({a, b, std::bit_cast<float>(std::bit_cast<std::uint32_t>(c) + static_cast<std::uint32_t>(next() % 5) - 2)});
-    // a·b's low half at a float midpoint, c a tiny nudge either way or none: double rounding's cases
-    const float x = 1.0f + static_cast<float>(next() % 4096) * 0x1p-12f, y = 1.0f + 0x1p-12f;
-    const float nudge = next() % 3 == 0 ? 0.0f : ((next() & 1) ? 1.0f : -1.0f) * std::ldexp(1.0f, -50 - static_cast<int>(next() % 40));
-    cases.push_back({x, y, nudge});
+    // a·b at a float midpoint (for odd j), of either sign, c a tiny nudge
+    // either way or none: double rounding's cases (nudges below 2⁻⁵² are
+    // lost in rounding to double; larger ones are controls)
+    const auto j = static_cast<float>(next() % 4096);
+    const float sign = next() & 1 ? 1.0f : -1.0f, x = sign * (1.0f + j * 0x1p-12f), y = 1.0f + 0x1p-12f;
+    const bool nudged = next() % 3 != 0;
+    const float nudge_sign = next() & 1 ? 1.0f : -1.0f;
+    const int nudge_exponent = -50 - static_cast<int>(next() % 40);
+    cases.push_back({x, y, nudged ? nudge_sign * std::ldexp(1.0f, nudge_exponent) : 0.0f});
+    // sums at midpoints between subnormal floats: c (a subnormal, either
+    // sign) + (2j + 1)·2⁻¹⁵⁰, or + 2⁻¹⁵⁰·(1 − 2⁻⁴⁶), which rounds to such a
+    // midpoint in double (the exact sum is just below it)
+    const float c_sign = next() & 1 ? 1.0f : -1.0f;
+    const float subnormal = c_sign * static_cast<float>(next() % (1u << 22)) * 0x1p-149f;
+    const float odd = static_cast<float>(2 * (next() % 1000) + 1) * 0x1p-75f;
+    cases.push_back({sign * odd, 0x1p-75f, subnormal});
+    cases.push_back({sign * (1.0f + 0x1p-23f) * 0x1p-75f, (1.0f - 0x1p-23f) * 0x1p-75f, subnormal});
   }
+  // the midpoint between the largest float and 2¹²⁸, (2²⁵ − 1)·2¹⁰³: 0 and
+  // +2⁵⁰ give inf, −2⁵⁰ the largest float (and the same negated)
+  for (const float s : {1.0f, -1.0f})
+    for (const float c : {0.0f, 0x1p50f, -0x1p50f}) cases.push_back({s * 18631.0f * 0x1p51f, 1801.0f * 0x1p52f, s * c});
   constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, inf, -inf, nan, 0x1p-149f, -0x1p-149f, 0x1p-126f,
                             std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 0x1p64f, 0x1p-64f};

@@ -180,12 +180,12 @@ struct avx2_pack {
 /// targets). With no fused multiply-add instruction, fma is computed in
 /// double and rounded once, as std::fma (a library call a value at a time,
 /// in software on such a CPU) rounds it: the bits of every other pack. a·b
-/// is exact in double (24 + 24 bits); its sum with c rounded to nearest
-/// rounds on to the right float except at a float midpoint, where the sum
-/// is rounded to odd instead (rounded to nearest, then, where inexact and
-/// even, one step towards the exact sum, which TwoSum gives): 53 bits
-/// rounded to odd round to the nearest float as the exact sum does
-/// (53 ≥ 2·24 + 2).
+/// is exact in double (53 ≥ 24 + 24 bits); its sum with c rounded to
+/// nearest rounds on to the right float except at a float midpoint, where
+/// the sum is rounded to odd instead (rounded to nearest, then, where
+/// inexact and even, one step towards the exact sum, which TwoSum gives):
+/// a sum rounded to odd in 53 bits rounds to the nearest float as the exact
+/// sum does (53 ≥ 24 + 2).
 struct sse2_pack {
   using v = __m128;
   using mask = __m128;
@@ -214,12 +214,20 @@ struct sse2_pack {
     // s, the sum rounded to nearest in double, rounds to the float the exact
     // sum rounds to unless s lies halfway between two floats (no float
     // midpoint lies strictly between s and the exact sum: each is a double).
-    // Such an s has its 28 lowest bits zero (so has every double with 24
-    // significant bits or fewer); for those, rarely, the sum rounded to odd.
-    const __m128i low_bits = _mm_set_epi32(0, 0x0FFFFFFF, 0, 0x0FFFFFFF), zero = _mm_setzero_si128();
-    const int suspect0 = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_and_si128(_mm_castpd_si128(s0), low_bits), zero)));
-    const int suspect1 = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_and_si128(_mm_castpd_si128(s1), low_bits), zero)));
-    if (((suspect0 | suspect1) & 0b0101) != 0) [[unlikely]] {
+    // A midpoint of normal floats (up to the one between the largest and
+    // 2¹²⁸) has the low 29 of its 52 bits of mantissa 0x10000000; below
+    // 2⁻¹²⁶ (the subnormal floats' midpoints, and zero) every s is taken as
+    // one. Those lanes, rarely, take the sum rounded to odd.
+    const auto suspects = [](__m128d s) {
+      const __m128i bits = _mm_castpd_si128(s);
+      const __m128i midpoint = _mm_cmpeq_epi32(_mm_and_si128(bits, _mm_set_epi32(0, 0x1FFFFFFF, 0, 0x1FFFFFFF)),
+                                               _mm_set_epi32(0, 0x10000000, 0, 0x10000000));
+      const __m128i tiny = _mm_cmplt_epi32(_mm_and_si128(bits, _mm_set_epi32(0x7FFFFFFF, 0, 0x7FFFFFFF, 0)),
+                                           _mm_set_epi32(0x38100000, 0, 0x38100000, 0));
+      // (the low words' test in bits 0 and 2, the high words' in bits 1 and 3)
+      return (_mm_movemask_ps(_mm_castsi128_ps(midpoint)) & 0b0101) | (_mm_movemask_ps(_mm_castsi128_ps(tiny)) & 0b1010);
+    };
+    if ((suspects(s0) | suspects(s1)) != 0) [[unlikely]] {
       s0 = fma_to_odd(a0, b0, c0);
       s1 = fma_to_odd(a1, b1, c1);
     }
