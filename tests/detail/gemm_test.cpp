@@ -297,13 +297,13 @@ void check_small_bits() {
     check_every_transposition<direct>(m, n, k, acc, seed, unused, direct::scratch(m, n, k), 1);
     check_every_transposition<transposed>(n, m, k, !acc, seed, unused, transposed::scratch(n, m, k), 1);
   }
-  // Narrow products with a large op(A), read in place once (choose() takes
-  // the transposed route for them): the MLP's forward at 32, the CNN's
-  // second convolution and its weight gradient, ragged sizes (a tile of
-  // rows between W and 2W), four blocks of depth.
+  // Narrow products with a large op(A), read in place (choose() takes the
+  // transposed route for them): the MLP's forward at 32, the CNN's second
+  // convolution and its weight gradient, ragged sizes (a tile of rows
+  // between W and 2W; with AVX2, a second tile), four blocks of depth.
   for (const auto& [m, n, k] : {std::array<index, 3>{256, 32, 784}, {196, 32, 400}, {400, 32, 196},
                                 {2 * Ops::W * 7 + 5, 2 * Ops::W, 3 * kiln::detail::gemm_kc + 7},
-                                {301, 2 * Ops::W - 3, 500}, {301, 3, 500}}) {
+                                {301, 2 * Ops::W - 3, 500}, {301, 3, 500}, {301, 29, 500}}) {
     const bool acc = ++seed % 2 == 0;
     check_every_transposition<transposed>(m, n, k, acc, seed, unused, transposed::scratch(m, n, k), 1);
   }
@@ -448,11 +448,13 @@ void check_small_routes() {
   EXPECT_EQ(plain(196, 400, 32), shallow);          // the CNN's second input gradient
   EXPECT_EQ(plain(256, 2048, 64), route::blocked);  // op(B) more than 4 chunks (a transformer's 64 wide)
   EXPECT_EQ(plain(256, 64, 128), route::blocked);
-  // at most one tile of rows wide once transposed (2W columns): op(A) read in place, once
-  EXPECT_EQ(plain(256, 2 * Ops::W, 784), route::transposed);  // replicate<2>'s forward at 32 (AVX-512)
-  EXPECT_EQ(plain(400, 2 * Ops::W, 196), route::transposed);  // the CNN's second weight gradient (AVX-512)
-  EXPECT_EQ(plain(4096, 2, 4096), route::transposed);         // however large op(A) is
-  EXPECT_EQ(plain(256, 2 * Ops::W + 1, 784), route::blocked);
+  // at most 32 columns wide (Ops::narrow_rows: one tile of rows with AVX-512, two with AVX2): op(A) read in place
+  static_assert(Ops::narrow_rows == 32);
+  EXPECT_EQ(plain(256, 32, 784), route::transposed);  // replicate<2>'s forward at 32
+  EXPECT_EQ(plain(400, 32, 196), route::transposed);  // the CNN's second weight gradient
+  EXPECT_EQ(plain(196, 32, 400), route::transposed);  // and its forward (32 filters)
+  EXPECT_EQ(plain(4096, 2, 4096), route::transposed);  // however large op(A) is
+  EXPECT_EQ(plain(256, 33, 784), route::blocked);
   // whatever its shape, op(A) in half of this CPU's L2 (or op(B)ᵀ, for Cᵀ): read from there once per chunk
   // of columns (with AVX-512), however the operands are stored; anything the shape rules take, they still take
   const index half_l2 = kiln::detail::small_gemm::l2_operand_floats();

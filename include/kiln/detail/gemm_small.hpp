@@ -26,14 +26,16 @@
 // docs/performance.md).
 //
 // With Ops::narrow_products_in_place (both Ops; measured on Zen 4), a
-// product whose op(B) is at most one tile of rows wide once transposed
-// (n ≤ 2W: 32 columns with AVX-512, the batch of a replicate<2> replica or
-// a convolution's 32 filters; 16 with AVX2) takes the transposed route
-// whatever its other sizes: Cᵀ = op(B)ᵀ·op(A)ᵀ is then one tile of rows, so
-// each value of op(A) is read once, where it is, and packing it would copy
-// all of it to save nothing. op(B)ᵀ (n × depth) is copied at most once per
-// block of depth. On Zen 4 the MLP's forward product at 32 (256 × 32 × 784)
-// went from 136 to 122 µs (docs/performance.md has the others).
+// product whose op(B) is at most Ops::narrow_rows wide (32 columns: the
+// batch of a replicate<2> replica, a convolution's 32 filters) takes the
+// transposed route whatever its other sizes. With AVX-512 Cᵀ = op(B)ᵀ·op(A)ᵀ
+// is then one tile of rows (2W = 32), so each value of op(A) is read once,
+// where it is, and packing it would copy all of it to save nothing; with
+// AVX2 two tiles (2W = 16), op(A) read twice, from L2, which still beats
+// packing it (the CNN in an AVX2 build on Zen 4: 1.03×). op(B)ᵀ (n × depth)
+// is copied at most once per block of depth. On Zen 4 the MLP's forward
+// product at 32 (256 × 32 × 784) went from 136 to 122 µs
+// (docs/performance.md has the others).
 //
 // With Ops::l2_operand_in_place (AVX-512; off with AVX2, where it measured mixed),
 // a product whose op(A) is at most half of this CPU's L2 (read at run
@@ -127,7 +129,7 @@ constexpr route choose_by_shape(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff
   if (Ops::chunks_shallow_products && k <= shallow_depth && m * k <= reread_floats &&
       (n + chunk_columns<Ops>(k) - 1) / chunk_columns<Ops>(k) <= shallow_chunks)
     return route::direct;  // (in chunks of columns)
-  if (Ops::narrow_products_in_place && one_tile_of_rows<Ops>(n)) return route::transposed;  // (Cᵀ: op(A) read once)
+  if (Ops::narrow_products_in_place && n <= Ops::narrow_rows) return route::transposed;  // (Cᵀ: op(A) read in place)
   return route::blocked;
 }
 

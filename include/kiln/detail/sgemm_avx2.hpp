@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include <kiln/bf16.hpp>
+#include <kiln/detail/avx2.hpp>
 #include <kiln/detail/bf16_arrays.hpp>
 #include <kiln/detail/gemm_blocking.hpp>
 
@@ -46,13 +47,6 @@ inline std::ptrdiff_t packed_a_floats(std::ptrdiff_t m, std::ptrdiff_t k) {
 }
 inline std::ptrdiff_t packed_b_floats(std::ptrdiff_t n, std::ptrdiff_t k) {
   return gemm_packed_b_floats<NR>(n, k, cpu_blocks());
-}
-
-/// A mask of the first n of 8 lanes (for the masked loads, which touch no
-/// memory in the lanes left out).
-inline __m256i first_lanes(std::ptrdiff_t n) {
-  const std::ptrdiff_t kept = std::clamp<std::ptrdiff_t>(n, 0, 8);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(kept)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 /// 8 consecutive operand values as f32 (or the first n, the rest zero, and
@@ -104,9 +98,11 @@ struct small_ops {
   /// matters most (784 × 256 × 64 on Zen 4, one side-by-side microbenchmark
   /// of the two routes, two runs: 85 against 72, 104 against 94 GFLOP/s).
   static constexpr bool chunks_shallow_products = false;
-  /// Products at most 16 columns wide read op(A) in place (detail/gemm_small.hpp;
-  /// the CNN in an AVX2 build on Zen 4: 1.03×, its first convolution's weight gradient).
+  /// Products at most narrow_rows columns wide read op(A) in place (detail/gemm_small.hpp;
+  /// the CNN in an AVX2 build on Zen 4: 1.03× at 16, its first convolution's weight
+  /// gradient; 1.03× again at 32, its second convolution's 32 filters, op(A) read twice).
   static constexpr bool narrow_products_in_place = true;
+  static constexpr std::ptrdiff_t narrow_rows = 32;
   /// Not taken (detail/gemm_small.hpp): an AVX2 build on Zen 4 with it on ran the MLP 0.975×, the CNN
   /// 1.038× and the transformer 1.009× (5–9 interleaved rounds; docs/performance.md).
   static constexpr bool l2_operand_in_place = false;

@@ -110,8 +110,10 @@ struct small_ops {
   /// Shallow products with a larger op(B) take the direct route in chunks
   /// (detail/gemm_small.hpp): faster than the blocked kernel at 16 lanes.
   static constexpr bool chunks_shallow_products = true;
-  /// Products at most 32 columns wide read op(A) in place (detail/gemm_small.hpp).
+  /// Products at most narrow_rows columns wide (one tile of rows) read op(A) in place
+  /// (detail/gemm_small.hpp).
   static constexpr bool narrow_products_in_place = true;
+  static constexpr std::ptrdiff_t narrow_rows = 2 * W;
   /// Products whose op(A) (or, as Cᵀ, op(B)ᵀ) is at most half the L2 reread it from there once per chunk of
   /// columns instead of packing (detail/gemm_small.hpp).
   static constexpr bool l2_operand_in_place = true;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <kiln/detail/avx2.hpp>
 #include <kiln/detail/avx512.hpp>
 
 #if defined(__AVX2__)
@@ -38,17 +39,6 @@ inline __m256i lanes8(std::ptrdiff_t lo, std::ptrdiff_t hi) {
   // index ≥ lo and index < hi
   return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(clamp(lo)), index),
                              _mm256_cmpgt_epi32(_mm256_set1_epi32(clamp(hi)), index));
-}
-/// out[l] = v[l] for l < count (at most 8): one plain store for a whole
-/// vector, a copy for a partial one (masked stores are slow on AMD's cores).
-inline void store_first(float* out, __m256 v, std::ptrdiff_t count) {
-  if (count >= 8) {
-    _mm256_storeu_ps(out, v);
-    return;
-  }
-  alignas(32) float part[8];
-  _mm256_store_ps(part, v);
-  for (std::ptrdiff_t l = 0; l < count; ++l) out[l] = part[l];
 }
 #endif
 
@@ -83,7 +73,7 @@ inline void copy_window(const T* row, std::ptrdiff_t shift, std::ptrdiff_t first
       const __m256 v = _mm256_maskload_ps(
           reinterpret_cast<const float*>(base + static_cast<std::uintptr_t>(j) * sizeof(float)),
           lanes8(first - j, last - j));
-      store_first(out + j, v, room - j >= 8 ? 8 : n - j);
+      avx2::store_first(out + j, v, room - j >= 8 ? 8 : n - j);
     }
     return;
   }
@@ -169,7 +159,7 @@ inline void gather_tap_rows(const tap_run* taps, std::ptrdiff_t count, std::ptrd
                                              at + static_cast<std::uintptr_t>(row * in_step) * sizeof(float)),
                                          m));
     }
-    for (int row = 0; row < R; ++row) store_first(out + row * out_step + q, acc[row], n - q);
+    for (int row = 0; row < R; ++row) avx2::store_first(out + row * out_step + q, acc[row], n - q);
   }
 #else
   for (std::ptrdiff_t q = 0; q < n; q += 16) {

@@ -89,7 +89,7 @@ struct pool_layer {
     /// 2 × 2 windows of stride 2 in float take the vector kernels (detail/pool2x2.hpp).
     template <class T>
     static constexpr bool vectorised = [] {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(KILN_DETAIL_POOL2X2_AVX2)
       return std::is_same_v<T, float> && window == 2 && stride == 2;
 #else
       return false;
@@ -136,9 +136,9 @@ struct pool_layer {
     template <class X, class Y>
     static void forward_plane(const X* x, Y* y) {
       using T = decltype(detail::value_of(*x));
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(KILN_DETAIL_POOL2X2_AVX2)
       if constexpr (vectorised<T> && std::is_same_v<X, T> && std::is_same_v<Y, T>) {
-        detail::avx512::pool2x2_forward<Max>(x, H, W, y);
+        detail::pool_kernels::pool2x2_forward<Max>(x, H, W, y);
         return;
       }
 #endif
@@ -164,9 +164,9 @@ struct pool_layer {
     /// One plane's input gradient dx (H × W) from dy (Ho × Wo).
     template <class X, class T>
     static void backward_plane(const X* x, const X* y, const T* dy, T* dx) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(KILN_DETAIL_POOL2X2_AVX2)
       if constexpr (vectorised<T> && std::is_same_v<X, T>) {
-        detail::avx512::pool2x2_backward<Max>(x, y, dy, H, W, dx);
+        detail::pool_kernels::pool2x2_backward<Max>(x, y, dy, H, W, dx);
         return;
       }
 #endif
