@@ -1,5 +1,5 @@
 // kiln/detail/libm_expf.hpp — e^x in f32 with the bits of glibc's expf,
-// 8 at a time on AVX-512.
+// 8 at a time on AVX-512, 4 with AVX2 + FMA.
 //
 // WHAT IT IS
 //   The algorithm of ARM's optimized-routines expf, which glibc ≥ 2.28 ships
@@ -24,6 +24,9 @@
 #include <limits>
 
 #include <kiln/detail/avx512.hpp>
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 KILN_AVX512_BEGIN
 
@@ -84,16 +87,50 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
     const __m512d p = _mm512_fmadd_pd(_mm512_fmadd_pd(r, _mm512_set1_pd(c0), _mm512_set1_pd(c1)), _mm512_mul_pd(r, r),
                                       _mm512_fmadd_pd(r, _mm512_set1_pd(c2), one));
     const __m256 e = _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
-    _mm512_mask_storeu_ps(y + i, static_cast<__mmask16>(lanes),
-                          _mm512_mul_ps(_mm512_castps256_ps512(e), _mm512_set1_ps(scale)));
-    // the special path (|arg| ≥ 88, inf, NaN) lane by lane: rare in a loss
+    __m512 out = _mm512_mul_ps(_mm512_castps256_ps512(e), _mm512_set1_ps(scale));
+    // the special path (|arg| ≥ 88, inf, NaN) lane by lane, from the arguments (y may be x): rare in a loss
     const __mmask16 odd = _mm512_mask_cmp_epi32_mask(
         static_cast<__mmask16>(lanes),
         _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(a16), 20), _mm512_set1_epi32(0x7FF)),
         _mm512_set1_epi32(0x42A), _MM_CMPINT_NLE);
-    for (unsigned b = odd, j = 0; b; b >>= 1, ++j) {
-      if (b & 1u) y[i + j] = exp((x[i + j] - m) - l) * scale;
+    if (odd != 0) [[unlikely]] {
+      alignas(64) float args[16], values[16];
+      _mm512_store_ps(args, a16);
+      _mm512_store_ps(values, out);
+      for (unsigned b = odd, j = 0; b; b >>= 1, ++j) {
+        if (b & 1u) values[j] = exp(args[j]) * scale;
+      }
+      out = _mm512_load_ps(values);
     }
+    _mm512_mask_storeu_ps(y + i, static_cast<__mmask16>(lanes), out);
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  // (the same operations 4 at a time, the table gathered)
+  const __m256d inv = _mm256_set1_pd(inv_ln2_32), sh = _mm256_set1_pd(shift), one = _mm256_set1_pd(1.0);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 a4 = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(x + i), _mm_set1_ps(m)), _mm_set1_ps(l));
+    const __m256d xd = _mm256_cvtps_pd(a4);
+    const __m256d shifted = _mm256_fmadd_pd(inv, xd, sh);
+    const __m256i k = _mm256_castpd_si256(shifted);
+    const __m256d r = _mm256_fmsub_pd(inv, xd, _mm256_sub_pd(shifted, sh));
+    const __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(table),
+                                             _mm256_and_si256(k, _mm256_set1_epi64x(31)), 8);
+    const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(k, 47)));
+    const __m256d p = _mm256_fmadd_pd(_mm256_fmadd_pd(r, _mm256_set1_pd(c0), _mm256_set1_pd(c1)), _mm256_mul_pd(r, r),
+                                      _mm256_fmadd_pd(r, _mm256_set1_pd(c2), one));
+    __m128 out = _mm_mul_ps(_mm256_cvtpd_ps(_mm256_mul_pd(p, s)), _mm_set1_ps(scale));
+    const int odd = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(
+        _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(a4), 20), _mm_set1_epi32(0x7FF)), _mm_set1_epi32(0x42A))));
+    if (odd != 0) [[unlikely]] {
+      alignas(16) float args[4], values[4];
+      _mm_store_ps(args, a4);
+      _mm_store_ps(values, out);
+      for (int j = 0; j < 4; ++j) {
+        if (odd & (1 << j)) values[j] = exp(args[j]) * scale;
+      }
+      out = _mm_load_ps(values);
+    }
+    _mm_storeu_ps(y + i, out);
   }
 #endif
   for (; i < n; ++i) y[i] = exp((x[i] - m) - l) * scale;
