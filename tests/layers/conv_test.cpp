@@ -13,6 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <initializer_list>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -91,8 +94,8 @@ TEST(pooling, forward_values) {
   EXPECT_EQ(std::vector<double>(ap.output().begin(), ap.output().end()), (std::vector<double>{5.5, 7.5, 9.5, 7.5}));
 }
 
-// max_pool's contract, on both of its paths (float takes the AVX-512 kernel
-// for 2 × 2 windows, double the plain loops): the window's maximum, NaN if
+// max_pool's contract, on both of its paths (float takes the AVX-512 or
+// AVX2 kernel for 2 × 2 windows, double the plain loops): the window's maximum, NaN if
 // the window holds one, and the gradient to the first maximum in row-major
 // order. Values drawn from {0, 1, 2} make ties common; odd extents leave a
 // row and a column outside every window (their gradient is zero).
@@ -101,9 +104,9 @@ class max_pool_contract : public ::testing::Test {};
 using pool_scalars = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(max_pool_contract, pool_scalars);
 
-TYPED_TEST(max_pool_contract, ties_go_to_the_first_maximum_and_nan_propagates) {
-  using T = TypeParam;
-  constexpr std::size_t C = 2, H = 5, W = 19, Ho = 2, Wo = 9;
+template <class T, std::size_t W>
+void check_max_pool_contract() {
+  constexpr std::size_t C = 2, H = 5, Ho = 2, Wo = W / 2;
   using bound = max_pool<2>::bind<shape<C, H, W>, 1>;
   constexpr std::size_t B = 2;
   std::vector<T> x(B * C * H * W), y(B * C * Ho * Wo), dy(y.size()), dx(x.size(), T(-7));
@@ -132,12 +135,60 @@ TYPED_TEST(max_pool_contract, ties_go_to_the_first_maximum_and_nan_propagates) {
         if (nan) {
           EXPECT_TRUE(std::isnan(y[o])) << "window " << o;
         } else {
-          EXPECT_EQ(y[o], best) << "window " << o;
+          EXPECT_EQ(y[o], best) << W << " columns, window " << o;
           want_dx[first] = dy[o];
         }
       }
   EXPECT_TRUE(std::isnan(y[Wo + 4]));
-  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(dx[i], want_dx[i]) << "element " << i;
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(dx[i], want_dx[i]) << W << " columns, element " << i;
+}
+
+// (19 columns: a vector of 8 windows and a tail of 1; 15: a tail of 7, in
+// two halves, and 4 + 3 windows backward with AVX2; 23: 8 + 3, and 4 + 4 + 3;
+// 27: 8 + 5, the tail's second half 2 columns)
+TYPED_TEST(max_pool_contract, ties_go_to_the_first_maximum_and_nan_propagates) {
+  check_max_pool_contract<TypeParam, 19>();
+  check_max_pool_contract<TypeParam, 15>();
+  check_max_pool_contract<TypeParam, 23>();
+  check_max_pool_contract<TypeParam, 27>();
+}
+
+// avg_pool<2> in float, bit for bit: the vector kernels sum each window's
+// columns first, ((x00 + x10) + (x01 + x11)) · ¼, the plain loop in
+// row-major order, (((0 + x00) + x01) + x10) + x11) / 4; each element's
+// gradient is dy · ¼ (dy / 4 in the loop). Tails as above.
+template <std::size_t W>
+void check_avg_pool_bits() {
+  constexpr std::size_t C = 2, H = 6, Ho = 3, Wo = W / 2, B = 2;
+  using bound = avg_pool<2>::bind<shape<C, H, W>, 1>;
+  std::vector<float> x(B * C * H * W), y(B * C * Ho * Wo), dy(y.size()), dx(x.size(), -7.0f);
+  rng g(11);
+  for (auto& v : x) v = static_cast<float>(g.uniform(-1, 1));
+  for (auto& v : dy) v = static_cast<float>(g.uniform(-1, 1));
+  detail::layer_context<float, B, detail::parameter_layout<>> c;
+  c.x = x.data(), c.y = y.data(), c.dy = dy.data(), c.dx = dx.data();
+  bound::forward(c);
+  bound::backward(c);
+  std::vector<float> want_dx(x.size(), 0.0f);
+  for (std::size_t plane = 0; plane < B * C; ++plane)
+    for (std::size_t i = 0; i < Ho; ++i)
+      for (std::size_t j = 0; j < Wo; ++j) {
+        const float* w = x.data() + plane * H * W + 2 * i * W + 2 * j;
+        const std::size_t o = plane * Ho * Wo + i * Wo + j;
+        const float want = bound::template vectorised<float> ? ((w[0] + w[W]) + (w[1] + w[W + 1])) * 0.25f
+                                                             : ((((0.0f + w[0]) + w[1]) + w[W]) + w[W + 1]) / 4.0f;
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(y[o]), std::bit_cast<std::uint32_t>(want)) << W << " columns, window " << o;
+        for (const std::size_t at : std::initializer_list<std::size_t>{0, 1, W, W + 1}) want_dx[plane * H * W + 2 * i * W + 2 * j + at] = dy[o] / 4.0f;
+      }
+  for (std::size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(dx[i]), std::bit_cast<std::uint32_t>(want_dx[i])) << W << " columns, element " << i;
+}
+
+TEST(pooling, avg_pool_float_has_the_bits_of_its_sums) {
+  check_avg_pool_bits<19>();
+  check_avg_pool_bits<15>();
+  check_avg_pool_bits<23>();
+  check_avg_pool_bits<27>();
 }
 
 // Where the output rows are as wide as the input's (stride 1, 'same'
@@ -185,7 +236,7 @@ TEST(conv2d, same_width_forward_matches_the_definition) {
   expect_forward_matches_the_definition<model<input<2, 3, 3>, conv2d<2, 7, 1, same>>>(2, 2, 3, 3, 7, 3);
 }
 
-// conv2d and the pools run vectorised copies in float on AVX-512 targets and
+// conv2d and the pools run vectorised copies in float on AVX-512 or AVX2 targets and
 // plain loops in double: the two must agree on rows wider than one vector
 // (37 and 18 columns: full, partial and padded chunks), on the input
 // gradient (the second conv folds back into the first's output) and on the

@@ -30,10 +30,12 @@
 // batch of a replicate<2> replica, a convolution's 32 filters) takes the
 // transposed route whatever its other sizes. With AVX-512 Cᵀ = op(B)ᵀ·op(A)ᵀ
 // is then one tile of rows (2W = 32), so each value of op(A) is read once,
-// where it is, and packing it would copy all of it to save nothing; with
-// AVX2 two tiles (2W = 16), op(A) read twice, from L2, which still beats
-// packing it (the CNN in an AVX2 build on Zen 4: 1.03×). op(B)ᵀ (n × depth)
-// is copied at most once per block of depth. On Zen 4 the MLP's forward
+// where it is, and packing it would copy all of it to save nothing. With
+// AVX2 (2W = 16) Cᵀ is two tiles of rows: op(A)ᵀ goes in chunks of columns
+// that stay in L1 while both tiles read them, and op(B)ᵀ (n × depth, from
+// L2) is read again for each chunk, which still beats packing (the CNN in
+// an AVX2 build on Zen 4: 1.03×). With one tile, op(B)ᵀ is copied at most
+// once per block of depth. On Zen 4 the MLP's forward
 // product at 32 (256 × 32 × 784) went from 136 to 122 µs
 // (docs/performance.md has the others).
 //
@@ -70,7 +72,8 @@
 // the routes' logic.
 //
 // Ops (one per vector width: avx512::small_ops, avx2::small_ops) gives the
-// vector type and its W lanes, the three routing flags above, `cols`, the
+// vector type and its W lanes, the three routing flags above and
+// narrow_rows (the widest narrow product), `cols`, the
 // most columns a tile's 2·cols accumulators leave registers for, and zero,
 // load, store, add, broadcast, fma, a W × W transpose
 // (dst[q·ld_dst + r] = src[r·ld_src + q]) and merge_first

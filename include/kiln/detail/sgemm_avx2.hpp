@@ -100,7 +100,7 @@ struct small_ops {
   static constexpr bool chunks_shallow_products = false;
   /// Products at most narrow_rows columns wide read op(A) in place (detail/gemm_small.hpp;
   /// the CNN in an AVX2 build on Zen 4: 1.03× at 16, its first convolution's weight
-  /// gradient; 1.03× again at 32, its second convolution's 32 filters, op(A) read twice).
+  /// gradient; 1.03× again at 32, its second convolution's 32 filters, as two tiles of rows).
   static constexpr bool narrow_products_in_place = true;
   static constexpr std::ptrdiff_t narrow_rows = 32;
   /// Not taken (detail/gemm_small.hpp): an AVX2 build on Zen 4 with it on ran the MLP 0.975×, the CNN

@@ -14,7 +14,8 @@
 // REQUIREMENTS     K, S ≥ 1; the input is rank 3 and at least K × K.
 // COST             one pass over x forward; backward reads x, y and dy and
 //                  writes dx. 2 × 2 windows of stride 2 in float run 8
-//                  windows per AVX-512 instruction (kiln/detail/pool2x2.hpp).
+//                  windows per AVX-512 instruction, or two AVX2 ones
+//                  (kiln/detail/pool2x2.hpp).
 #pragma once
 
 #include <kiln/fwd.hpp>  // first: the vocabulary, and the gate to kiln/detail/
