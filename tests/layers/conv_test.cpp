@@ -14,9 +14,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
-#include <cmath>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -133,7 +133,7 @@ void check_max_pool_contract() {
             if (x[at] > best) best = x[at], first = at;
           }
         if (nan) {
-          EXPECT_TRUE(std::isnan(y[o])) << "window " << o;
+          EXPECT_TRUE(std::isnan(y[o])) << W << " columns, window " << o;
         } else {
           EXPECT_EQ(y[o], best) << W << " columns, window " << o;
           want_dx[first] = dy[o];
@@ -145,12 +145,15 @@ void check_max_pool_contract() {
 
 // (19 columns: a vector of 8 windows and a tail of 1; 15: a tail of 7, in
 // two halves, and 4 + 3 windows backward with AVX2; 23: 8 + 3, and 4 + 4 + 3;
-// 27: 8 + 5, the tail's second half 2 columns)
+// 27: 8 + 5, the tail's second half 2 columns; 20: 8 + 2 and 4 + 4 + 2, even
+// extents, where the backward writes every element itself; 12: 6)
 TYPED_TEST(max_pool_contract, ties_go_to_the_first_maximum_and_nan_propagates) {
   check_max_pool_contract<TypeParam, 19>();
   check_max_pool_contract<TypeParam, 15>();
   check_max_pool_contract<TypeParam, 23>();
   check_max_pool_contract<TypeParam, 27>();
+  check_max_pool_contract<TypeParam, 20>();
+  check_max_pool_contract<TypeParam, 12>();
 }
 
 // avg_pool<2> in float, bit for bit: the vector kernels sum each window's
@@ -177,11 +180,14 @@ void check_avg_pool_bits() {
         const std::size_t o = plane * Ho * Wo + i * Wo + j;
         const float want = bound::template vectorised<float> ? ((w[0] + w[W]) + (w[1] + w[W + 1])) * 0.25f
                                                              : ((((0.0f + w[0]) + w[1]) + w[W]) + w[W + 1]) / 4.0f;
-        EXPECT_EQ(std::bit_cast<std::uint32_t>(y[o]), std::bit_cast<std::uint32_t>(want)) << W << " columns, window " << o;
-        for (const std::size_t at : std::initializer_list<std::size_t>{0, 1, W, W + 1}) want_dx[plane * H * W + 2 * i * W + 2 * j + at] = dy[o] / 4.0f;
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(y[o]), std::bit_cast<std::uint32_t>(want))
+            << W << " columns, window " << o;
+        for (const std::size_t at : std::initializer_list<std::size_t>{0, 1, W, W + 1})
+          want_dx[plane * H * W + 2 * i * W + 2 * j + at] = dy[o] / 4.0f;
       }
   for (std::size_t i = 0; i < x.size(); ++i)
-    EXPECT_EQ(std::bit_cast<std::uint32_t>(dx[i]), std::bit_cast<std::uint32_t>(want_dx[i])) << W << " columns, element " << i;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(dx[i]), std::bit_cast<std::uint32_t>(want_dx[i]))
+        << W << " columns, element " << i;
 }
 
 TEST(pooling, avg_pool_float_has_the_bits_of_its_sums) {
@@ -189,6 +195,8 @@ TEST(pooling, avg_pool_float_has_the_bits_of_its_sums) {
   check_avg_pool_bits<15>();
   check_avg_pool_bits<23>();
   check_avg_pool_bits<27>();
+  check_avg_pool_bits<20>();
+  check_avg_pool_bits<12>();
 }
 
 // Where the output rows are as wide as the input's (stride 1, 'same'
