@@ -478,6 +478,9 @@ TEST(bf16, without_avx512_bf16_conv2d_forward_and_backward_are_f32_on_the_bf16_v
   expect_conv2d_on_bf16_values_as_in_f32<conv2d<5, 3, 1, same>, shape<4, 11, 7>, 2, true>();
   expect_conv2d_on_bf16_values_as_in_f32<conv2d<6, 3, 2, 1>, shape<2, 10, 10>, 2, true>();
   expect_conv2d_on_bf16_values_as_in_f32<conv2d<4, 1, 2>, shape<3, 8, 8>, 2, true>();  // 3·8·8 > 3·16
+  // 24 filters, 180 deep: only the narrow rule (Ops::narrow_rows, 32) skips packing (with AVX2, since the
+  // twenty-third session)
+  expect_conv2d_on_bf16_values_as_in_f32<conv2d<24, 3, 1, same>, shape<20, 12, 12>, 2, true>();
   // its forward product packs by the shape rules (64 filters, 144 deep, 81 or 36 pixels): unfolded in bf16;
   // with AVX-512 it takes the route for an operand in half the L2 at run time and widens the unfolded input
   // into a copy, as the weight gradient does (at 81 pixels by that rule, at 36 by the small-operand one)

@@ -300,10 +300,12 @@ void check_small_bits() {
   // Narrow products with a large op(A), read in place (choose() takes the
   // transposed route for them): the MLP's forward at 32, the CNN's second
   // convolution and its weight gradient, ragged sizes (a tile of rows
-  // between W and 2W; with AVX2, a second tile), four blocks of depth.
+  // between W and 2W; with AVX2, a second tile of 13 rows, and of 4: 20
+  // columns), four blocks of depth.
   for (const auto& [m, n, k] : {std::array<index, 3>{256, 32, 784}, {196, 32, 400}, {400, 32, 196},
                                 {2 * Ops::W * 7 + 5, 2 * Ops::W, 3 * kiln::detail::gemm_kc + 7},
-                                {301, 2 * Ops::W - 3, 500}, {301, 3, 500}, {301, 29, 500}}) {
+                                {301, 2 * Ops::W - 3, 500}, {301, 3, 500}, {301, 29, 500},
+                                {301, 2 * Ops::W + 4, 500}}) {
     const bool acc = ++seed % 2 == 0;
     check_every_transposition<transposed>(m, n, k, acc, seed, unused, transposed::scratch(m, n, k), 1);
   }

@@ -63,6 +63,13 @@ inline float exp(float x) {
   return static_cast<float>(y * s);
 }
 
+/// values[j] = exp(args[j]) · scale for each bit j set in `lanes`: the
+/// vector loops' lanes that take the special path.
+inline void patch_special(const float* args, float* values, unsigned lanes, float scale) {
+  for (unsigned j = 0; lanes; lanes >>= 1, ++j)
+    if (lanes & 1u) values[j] = exp(args[j]) * scale;
+}
+
 /// y[i] = e^((x[i] − m) − l) · scale (each step rounded to f32, as the
 /// scalar expression would be). y may alias x.
 inline void exp_shifted(const float* x, float m, float l, float scale, float* y, std::size_t n) {
@@ -97,9 +104,7 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
       alignas(64) float args[16], values[16];
       _mm512_store_ps(args, a16);
       _mm512_store_ps(values, out);
-      for (unsigned b = odd, j = 0; b; b >>= 1, ++j) {
-        if (b & 1u) values[j] = exp(args[j]) * scale;
-      }
+      patch_special(args, values, odd, scale);
       out = _mm512_load_ps(values);
     }
     _mm512_mask_storeu_ps(y + i, static_cast<__mmask16>(lanes), out);
@@ -125,9 +130,7 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
       alignas(16) float args[4], values[4];
       _mm_store_ps(args, a4);
       _mm_store_ps(values, out);
-      for (int j = 0; j < 4; ++j) {
-        if (odd & (1 << j)) values[j] = exp(args[j]) * scale;
-      }
+      patch_special(args, values, static_cast<unsigned>(odd), scale);
       out = _mm_load_ps(values);
     }
     _mm_storeu_ps(y + i, out);
