@@ -7,8 +7,8 @@
 //   2^(k/32) from a 32-entry table, a cubic in r, one rounding to f32 at the
 //   end; its published constants, its special cases (overflow above 88.72,
 //   0 below −103.97, the smallest subnormal down to −103.28). Written here
-//   with explicit fused multiply-adds (std::fma on the scalar path), so the
-//   same bits on every CPU, as glibc's own FMA build computes them.
+//   with explicit fused multiply-adds (computed exactly without FMA), so
+//   the same bits on every CPU, as glibc's own FMA build computes them.
 // WHY
 //   softmax_cross_entropy's f32 gradients were computed with std::exp; this
 //   keeps their bits (training results do not move) while vectorising the
@@ -44,10 +44,60 @@ inline constexpr std::uint64_t table[32] = {
 inline constexpr double inv_ln2_32 = 0x1.71547652b82fep+5, shift = 0x1.8p+52;
 inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
 
+/// a·b + c rounded once, as std::fma does, in double arithmetic without a
+/// fused multiply-add (Boldo and Melquiond, "Emulation of FMA and correctly
+/// rounded sums: proved algorithms using rounding to odd", IEEE TC 2008):
+/// a·b exact as uh + ul (Dekker's product), the exact sums of c, ul and
+/// uh, the small part rounded to odd before the one rounding to nearest.
+/// For finite a, b below 2^995 in magnitude whose products do not
+/// underflow (exp's, below). Only where the compiler cannot fuse its
+/// products and sums itself: a build without FMA.
+#if !defined(__FMA__)
+inline double exact_fma(double a, double b, double c) {
+  const auto two_sum = [](double x, double y, double& e) {
+    const double s = x + y, yy = s - x;
+    e = (x - (s - yy)) + (y - yy);
+    return s;
+  };
+  const auto split = [](double x, double& lo) {
+    const double t = 134217729.0 * x, hi = t - (t - x);  // (2^27 + 1)·x
+    lo = x - hi;
+    return hi;
+  };
+  double al, bl, tl, vl, we;
+  const double ah = split(a, al), bh = split(b, bl), uh = a * b;
+  const double ul = ((ah * bh - uh) + ah * bl + al * bh) + al * bl;
+  const double th = two_sum(c, ul, tl), vh = two_sum(uh, th, vl);
+  double w = two_sum(vl, tl, we);
+  const auto bits = std::bit_cast<std::uint64_t>(w);
+  if (we != 0 && (bits & 1) == 0) w = std::bit_cast<double>((we > 0) == (w > 0) ? bits + 1 : bits - 1);
+  return vh + w;
+}
+#endif
+
+/// std::fma(a, b, c): the instruction in a build with FMA. A build without
+/// it (the x86-64 baseline) asks the CPU once: glibc's std::fma uses the
+/// instruction where the CPU has it, but is software elsewhere (a call
+/// with floating-point environment changes, ≈ 30× exact_fma's time), so
+/// there exact_fma computes it.
+inline double fma(double a, double b, double c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  static const bool hardware = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma") != 0;
+  }();
+  return hardware ? std::fma(a, b, c) : exact_fma(a, b, c);
+#endif
+}
+
 /// True when x takes the special path: |x| ≥ 88, inf, NaN.
 inline bool special(float x) { return ((std::bit_cast<std::uint32_t>(x) >> 20) & 0x7FF) > 0x42A; }
 
-inline float exp(float x) {
+/// e^x, its multiply-adds fused by `fused` (fma; exact_fma in a test).
+template <class Fma>
+float exp_by(float x, Fma fused) {
   if (special(x)) {
     if (x == -std::numeric_limits<float>::infinity()) return 0.0f;
     if (((std::bit_cast<std::uint32_t>(x) >> 20) & 0x7FF) > 0x7F7) return x + x;  // NaN, +inf
@@ -55,13 +105,15 @@ inline float exp(float x) {
     if (x < -0x1.9fe368p6f) return 0.0f;
     if (x < -0x1.9d1d9ep6f) return 0x1p-149f;
   }
-  const double xd = x, shifted = std::fma(inv_ln2_32, xd, shift);
+  const double xd = x, shifted = fused(inv_ln2_32, xd, shift);
   const std::uint64_t k = std::bit_cast<std::uint64_t>(shifted);
-  const double r = std::fma(inv_ln2_32, xd, -(shifted - shift));
+  const double r = fused(inv_ln2_32, xd, -(shifted - shift));
   const double s = std::bit_cast<double>(table[k % 32] + (k << 47));
-  const double y = std::fma(std::fma(r, c0, c1), r * r, std::fma(r, c2, 1.0));
+  const double y = fused(fused(r, c0, c1), r * r, fused(r, c2, 1.0));
   return static_cast<float>(y * s);
 }
+
+inline float exp(float x) { return exp_by(x, [](double a, double b, double c) { return fma(a, b, c); }); }
 
 /// values[j] = exp(args[j]) · scale for each bit j set in `lanes`: the
 /// vector loops' lanes that take the special path.
