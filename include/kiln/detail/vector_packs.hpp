@@ -4,8 +4,9 @@
 // (set, masked load and store of a tail, fma, add, sub, mul, div, max, min,
 // comparisons into a mask, both, all, select, abs, xor_sign, exp2_pair,
 // lookup_bf16), so that one sequence of them gives an element the same bits
-// in every pack; and 4 (sse2_pack: x86-64 without FMA, fused multiply-adds
-// computed exact in double).
+// in every pack; and 4 (sse2_pack: x86-64 without AVX2 + FMA, fused
+// multiply-adds the instruction where there is one, else computed exact in
+// double).
 // `native_pack` is the widest the target has.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
@@ -175,10 +176,11 @@ struct avx2_pack {
 };
 #endif
 
-#if defined(__SSE2__) && !defined(__FMA__)
+#if defined(__SSE2__)
 /// 4 floats (SSE2: x86-64 without AVX2 + FMA, what a build without -march
-/// targets). With no fused multiply-add instruction, fma is computed in
-/// double and rounded once, as std::fma (a library call a value at a time,
+/// targets). With FMA but not AVX2 (AMD's Piledriver and Steamroller), fma
+/// is the instruction. With no fused multiply-add instruction, fma is
+/// computed in double and rounded once, as std::fma (a library call a value at a time,
 /// in software on such a CPU) rounds it: the bits of every other pack. a·b
 /// is exact in double (53 ≥ 24 + 24 bits); its sum with c rounded to
 /// nearest rounds on to the right float except at a float midpoint, where
@@ -207,6 +209,9 @@ struct sse2_pack {
     for (std::size_t i = 0; i < n; ++i) p[i] = t[i];
   }
   static v fma(v a, v b, v c) {
+#if defined(__FMA__)
+    return _mm_fmadd_ps(a, b, c);
+#else
     const __m128d a0 = _mm_cvtps_pd(a), b0 = _mm_cvtps_pd(b), c0 = _mm_cvtps_pd(c);
     const __m128d a1 = _mm_cvtps_pd(_mm_movehl_ps(a, a)), b1 = _mm_cvtps_pd(_mm_movehl_ps(b, b)),
                   c1 = _mm_cvtps_pd(_mm_movehl_ps(c, c));
@@ -232,6 +237,7 @@ struct sse2_pack {
       s1 = fma_to_odd(a1, b1, c1);
     }
     return _mm_movelh_ps(_mm_cvtpd_ps(s0), _mm_cvtpd_ps(s1));
+#endif
   }
   static v add(v a, v b) { return _mm_add_ps(a, b); }
   static v sub(v a, v b) { return _mm_sub_ps(a, b); }
@@ -288,7 +294,7 @@ struct sse2_pack {
 using native_pack = avx512_pack;
 #elif defined(__AVX2__) && defined(__FMA__)
 using native_pack = avx2_pack;
-#elif defined(__SSE2__) && !defined(__FMA__)
+#elif defined(__SSE2__)
 using native_pack = sse2_pack;
 #else
 using native_pack = scalar_pack;
