@@ -301,7 +301,9 @@ void check_small_bits() {
   // transposed route for them): the MLP's forward at 32, the CNN's second
   // convolution and its weight gradient, ragged sizes (a tile of rows
   // between W and 2W; with AVX2, a second tile of 13 rows, and of 4: 20
-  // columns), four blocks of depth.
+  // columns), four blocks of depth. (2W + 4 columns, a second tile of 4
+  // rows, is narrow only with AVX2; with AVX-512, 36, it takes this route
+  // here by force.)
   for (const auto& [m, n, k] : {std::array<index, 3>{256, 32, 784}, {196, 32, 400}, {400, 32, 196},
                                 {2 * Ops::W * 7 + 5, 2 * Ops::W, 3 * kiln::detail::gemm_kc + 7},
                                 {301, 2 * Ops::W - 3, 500}, {301, 3, 500}, {301, 29, 500},

@@ -8,7 +8,10 @@
 //   end; its published constants, its special cases (overflow above 88.72,
 //   0 below −103.97, the smallest subnormal down to −103.28). Written here
 //   with explicit fused multiply-adds (computed exactly without FMA), so
-//   the same bits on every CPU, as glibc's own FMA build computes them.
+//   the same bits on every CPU, as glibc's own FMA build computes them. (On
+//   a CPU without FMA glibc's expf is its build without fused operations,
+//   which may differ from those bits in the last place for rare arguments;
+//   kiln keeps the FMA build's there too.)
 // WHY
 //   softmax_cross_entropy's f32 gradients were computed with std::exp; this
 //   keeps their bits (training results do not move) while vectorising the
@@ -44,15 +47,26 @@ inline constexpr std::uint64_t table[32] = {
 inline constexpr double inv_ln2_32 = 0x1.71547652b82fep+5, shift = 0x1.8p+52;
 inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
 
+/// 1 in a build for x86 that cannot fuse a·b + c (no FMA, FMA4 or
+/// AVX-512F: the x86-64 baseline) and may run on a CPU without FMA: there
+/// fma() asks the CPU. Elsewhere fma() is std::fma.
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__FMA__) && !defined(__FMA4__) && !defined(__AVX512F__)
+#define KILN_DETAIL_EXACT_FMA 1
+#else
+#define KILN_DETAIL_EXACT_FMA 0
+#endif
+
 /// a·b + c rounded once, as std::fma does, in double arithmetic without a
 /// fused multiply-add (Boldo and Melquiond, "Emulation of FMA and correctly
 /// rounded sums: proved algorithms using rounding to odd", IEEE TC 2008):
 /// a·b exact as uh + ul (Dekker's product), the exact sums of c, ul and
 /// uh, the small part rounded to odd before the one rounding to nearest.
-/// For finite a, b below 2^995 in magnitude whose products do not
-/// underflow (exp's, below). Only where the compiler cannot fuse its
-/// products and sums itself: a build without FMA.
-#if !defined(__FMA__)
+/// For finite operands with |a|, |b| < 2^995 and 2^-969 < |a·b| < 2^1023
+/// (Dekker's error term exact, nothing overflows): exp's, below; a zero
+/// result may have the other sign (−0·1 + −0 gives +0). Only in a build
+/// whose compiler cannot fuse its products and sums itself
+/// (KILN_DETAIL_EXACT_FMA).
+#if KILN_DETAIL_EXACT_FMA
 inline double exact_fma(double a, double b, double c) {
   const auto two_sum = [](double x, double y, double& e) {
     const double s = x + y, yy = s - x;
@@ -75,20 +89,20 @@ inline double exact_fma(double a, double b, double c) {
 }
 #endif
 
-/// std::fma(a, b, c): the instruction in a build with FMA. A build without
-/// it (the x86-64 baseline) asks the CPU once: glibc's std::fma uses the
-/// instruction where the CPU has it, but is software elsewhere (a call
-/// with floating-point environment changes, ≈ 30× exact_fma's time), so
-/// there exact_fma computes it.
+/// std::fma(a, b, c): the instruction in a build with FMA. A build for
+/// the x86-64 baseline (KILN_DETAIL_EXACT_FMA) asks the CPU once: glibc's
+/// std::fma uses the instruction where the CPU has it, but is software
+/// elsewhere (a call with floating-point environment changes, ≈ 17×
+/// exact_fma's time), so there exact_fma computes it.
 inline double fma(double a, double b, double c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
+#if KILN_DETAIL_EXACT_FMA
   static const bool hardware = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("fma") != 0;
   }();
   return hardware ? std::fma(a, b, c) : exact_fma(a, b, c);
+#else
+  return std::fma(a, b, c);
 #endif
 }
 
