@@ -3,20 +3,22 @@
 //
 // WHAT IT IS
 //   The algorithm of ARM's optimized-routines expf, which glibc ≥ 2.28 ships
-//   (and selects on x86-64 CPUs with FMA): x·32/ln2 = k + r in double,
+//   (built with fused multiply-adds for, and selected on, x86-64 CPUs with
+//   FMA and AVX2): x·32/ln2 = k + r in double,
 //   2^(k/32) from a 32-entry table, a cubic in r, one rounding to f32 at the
 //   end; its published constants, its special cases (overflow above 88.72,
 //   0 below −103.97, the smallest subnormal down to −103.28). Written here
 //   with explicit fused multiply-adds (computed exactly without FMA), so
 //   the same bits on every CPU, as glibc's own FMA build computes them. (On
-//   a CPU without FMA glibc's expf is its build without fused operations,
-//   which may differ from those bits in the last place for rare arguments;
-//   kiln keeps the FMA build's there too.)
+//   a CPU without FMA and AVX2 glibc's expf is its build without fused
+//   operations, which may differ from those bits in the last place for
+//   rare arguments; kiln keeps the FMA build's there too.)
 // WHY
 //   softmax_cross_entropy's f32 gradients were computed with std::exp; this
-//   keeps their bits (training results do not move) while vectorising the
-//   loss. tests/detail/vector_math_test.cpp compares it with std::exp on
-//   every float of [−110, 90] it sweeps.
+//   keeps their bits (training results do not move, on CPUs with FMA and
+//   AVX2) while vectorising the loss. tests/detail/vector_math_test.cpp
+//   compares it with the scalar definition on every float of [−110, 90] it
+//   sweeps, and with std::exp where glibc takes its FMA build.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -47,10 +49,11 @@ inline constexpr std::uint64_t table[32] = {
 inline constexpr double inv_ln2_32 = 0x1.71547652b82fep+5, shift = 0x1.8p+52;
 inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
 
-/// 1 in a build for x86 that cannot fuse a·b + c (no FMA, FMA4 or
-/// AVX-512F: the x86-64 baseline) and may run on a CPU without FMA: there
-/// fma() asks the CPU. Elsewhere fma() is std::fma.
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(__FMA__) && !defined(__FMA4__) && !defined(__AVX512F__)
+/// 1 in a build for x86 whose doubles are SSE2's (not x87's extended
+/// precision) and that cannot fuse a·b + c (no FMA, FMA4 or AVX-512F: the
+/// x86-64 baseline), so may run on a CPU without FMA: there fma() asks the
+/// CPU. Elsewhere fma() is std::fma.
+#if defined(__SSE2_MATH__) && !defined(__FMA__) && !defined(__FMA4__) && !defined(__AVX512F__)
 #define KILN_DETAIL_EXACT_FMA 1
 #else
 #define KILN_DETAIL_EXACT_FMA 0
@@ -61,9 +64,10 @@ inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, 
 /// rounded sums: proved algorithms using rounding to odd", IEEE TC 2008):
 /// a·b exact as uh + ul (Dekker's product), the exact sums of c, ul and
 /// uh, the small part rounded to odd before the one rounding to nearest.
-/// For finite operands with |a|, |b| < 2^995 and 2^-969 < |a·b| < 2^1023
-/// (Dekker's error term exact, nothing overflows): exp's, below; a zero
-/// result may have the other sign (−0·1 + −0 gives +0). Only in a build
+/// For finite operands with |a|, |b| < 2^995, a·b = 0 or 2^-969 < |a·b| <
+/// 2^1023 (Dekker's error term exact), and |c| and the sums below 2^1023:
+/// exp's, below; a zero result may have the other sign (−0·1 + −0 gives
+/// +0). On a CPU with FMA4 but not FMA (Bulldozer) it is used too. Only in a build
 /// whose compiler cannot fuse its products and sums itself
 /// (KILN_DETAIL_EXACT_FMA).
 #if KILN_DETAIL_EXACT_FMA

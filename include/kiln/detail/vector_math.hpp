@@ -1,12 +1,12 @@
 // kiln/detail/vector_math.hpp — exp, tanh, sigmoid, erf and GELU (and the largest value) over f32
-// arrays, 16 (AVX-512), 8 (AVX2 + FMA) or 4 (SSE2 without FMA) values at a
-// time, or one at a time.
+// arrays, 16 (AVX-512), 8 (AVX2 + FMA) or 4 (SSE2 without AVX2 + FMA)
+// values at a time, or one at a time.
 //
 // WHAT IT IS
 //   Each function is one sequence of operations on a "pack" (avx512_pack,
 //   avx2_pack, sse2_pack, scalar_pack: detail/vector_packs.hpp): the same polynomial, the same clamps, and every
-//   multiply-add an explicit fused one (std::fma in the scalar pack, exact
-//   in double in the SSE2 one), so an
+//   multiply-add an explicit fused one (std::fma in the scalar pack; in the
+//   SSE2 one the instruction with FMA, else exact in double), so an
 //   element's result has the same bits whichever pack computes it — on
 //   every x86-64 CPU that kiln is compiled for, and in the tail of
 //   an array (masked loads, not a scalar loop). No product feeds an addition
