@@ -51,8 +51,8 @@ inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, 
 
 /// 1 in a build for x86 whose doubles are SSE2's (not x87's extended
 /// precision) and that cannot fuse a·b + c (no FMA, FMA4 or AVX-512F: the
-/// x86-64 baseline), so may run on a CPU without FMA: there fma() asks the
-/// CPU. Elsewhere fma() is std::fma.
+/// x86-64 baseline), so may run on a CPU without FMA: there with_fma asks
+/// the CPU. Elsewhere it takes std::fma.
 #if defined(__SSE2_MATH__) && !defined(__FMA__) && !defined(__FMA4__) && !defined(__AVX512F__)
 #define KILN_DETAIL_EXACT_FMA 1
 #else
@@ -67,9 +67,8 @@ inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, 
 /// For finite operands with |a|, |b| < 2^995, a·b = 0 or 2^-969 < |a·b| <
 /// 2^1023 (Dekker's error term exact), and |c| and the sums below 2^1023:
 /// exp's, below; a zero result may have the other sign (−0·1 + −0 gives
-/// +0). On a CPU with FMA4 but not FMA (Bulldozer) it is used too. Only in a build
-/// whose compiler cannot fuse its products and sums itself
-/// (KILN_DETAIL_EXACT_FMA).
+/// +0). Only in a build whose compiler cannot fuse its products and sums
+/// itself (KILN_DETAIL_EXACT_FMA).
 #if KILN_DETAIL_EXACT_FMA
 inline double exact_fma(double a, double b, double c) {
   const auto two_sum = [](double x, double y, double& e) {
@@ -91,29 +90,41 @@ inline double exact_fma(double a, double b, double c) {
   if (we != 0 && (bits & 1) == 0) w = std::bit_cast<double>((we > 0) == (w > 0) ? bits + 1 : bits - 1);
   return vh + w;
 }
+
+/// exact_fma as a function object (exp_by's multiply-add).
+struct emulated_fma {
+  double operator()(double a, double b, double c) const { return exact_fma(a, b, c); }
+};
 #endif
 
-/// std::fma(a, b, c): the instruction in a build with FMA. A build for
-/// the x86-64 baseline (KILN_DETAIL_EXACT_FMA) asks the CPU once: glibc's
-/// std::fma uses the instruction where the CPU has it, but is software
-/// elsewhere (a call with floating-point environment changes, ≈ 17×
-/// exact_fma's time), so there exact_fma computes it.
-inline double fma(double a, double b, double c) {
+/// std::fma as a function object (exp_by's multiply-add).
+struct library_fma {
+  double operator()(double a, double b, double c) const { return std::fma(a, b, c); }
+};
+
+/// f(fused) with the multiply-add exp's bits are defined by, decided once
+/// for a call: std::fma (library_fma), the instruction in a build with FMA.
+/// A build for the x86-64 baseline (KILN_DETAIL_EXACT_FMA) asks the CPU
+/// once, as glibc's std::fma does: with FMA or FMA4 it is the instruction;
+/// with neither glibc computes it in software (a call with floating-point
+/// environment changes, ≈ 17× exact_fma's time), so there exact_fma
+/// (emulated_fma) computes the same double.
+template <class F>
+decltype(auto) with_fma(F&& f) {
 #if KILN_DETAIL_EXACT_FMA
   static const bool hardware = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("fma") != 0;
+    return __builtin_cpu_supports("fma") || __builtin_cpu_supports("fma4");
   }();
-  return hardware ? std::fma(a, b, c) : exact_fma(a, b, c);
-#else
-  return std::fma(a, b, c);
+  if (!hardware) return f(emulated_fma{});
 #endif
+  return f(library_fma{});
 }
 
 /// True when x takes the special path: |x| ≥ 88, inf, NaN.
 inline bool special(float x) { return ((std::bit_cast<std::uint32_t>(x) >> 20) & 0x7FF) > 0x42A; }
 
-/// e^x, its multiply-adds fused by `fused` (fma; exact_fma in a test).
+/// e^x, its multiply-adds fused by `fused` (with_fma's).
 template <class Fma>
 float exp_by(float x, Fma fused) {
   if (special(x)) {
@@ -131,7 +142,9 @@ float exp_by(float x, Fma fused) {
   return static_cast<float>(y * s);
 }
 
-inline float exp(float x) { return exp_by(x, [](double a, double b, double c) { return fma(a, b, c); }); }
+inline float exp(float x) {
+  return with_fma([x](auto fused) { return exp_by(x, fused); });
+}
 
 /// values[j] = exp(args[j]) · scale for each bit j set in `lanes`: the
 /// vector loops' lanes that take the special path.
@@ -206,7 +219,9 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
     _mm_storeu_ps(y + i, out);
   }
 #endif
-  for (; i < n; ++i) y[i] = exp((x[i] - m) - l) * scale;
+  with_fma([&](auto fused) {
+    for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, fused) * scale;
+  });
 }
 
 /// Σ e^(x[i] − m) in index order, without storing the values.

@@ -126,17 +126,15 @@ struct small_ops {
   /// (dst 32-byte aligned, ld_dst a multiple of 8.) Four 8 × 8 transposes
   /// in 256-bit registers: with them the 10-output forward product ran 7 %
   /// faster on Zen 4 than with one 16 × 16 transpose in 512-bit registers.
+  /// (AVX-512F implies AVX2; FMA too with Eigen, which rejects -mavx512f
+  /// without -mfma: so detail/sgemm_avx2.hpp is there.)
   static void transpose(const float* src, std::ptrdiff_t ld_src, float* dst, std::ptrdiff_t ld_dst) {
-#if defined(__AVX2__) && defined(__FMA__)
     for (int i0 = 0; i0 < 16; i0 += 8)
       for (int q0 = 0; q0 < 16; q0 += 8) {
         __m256 r[8];
         for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + (i0 + i) * ld_src + q0);
         avx2::transpose_8x8(r, dst + q0 * ld_dst + i0, ld_dst);
       }
-#else
-    transpose_16x16(src, ld_src, dst, ld_dst);
-#endif
   }
   /// dst[l] (+)= src[l] for l < count.
   static void merge_first(float* dst, const float* src, std::ptrdiff_t count, bool add) {

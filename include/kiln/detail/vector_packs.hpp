@@ -20,6 +20,9 @@
 #if !defined(__AVX512F__) && (defined(__AVX2__) || defined(__SSE2__))
 #include <immintrin.h>
 #endif
+#if !defined(__AVX512F__) && defined(__FMA4__)
+#include <x86intrin.h>  // (FMA4's _mm_macc_ps)
+#endif
 
 KILN_AVX512_BEGIN
 
@@ -178,8 +181,9 @@ struct avx2_pack {
 
 #if defined(__SSE2__)
 /// 4 floats (SSE2: x86-64 without AVX2 + FMA, what a build without -march
-/// targets). With FMA but not AVX2 (AMD's Piledriver and Steamroller), fma
-/// is the instruction. With no fused multiply-add instruction, fma is
+/// targets). With FMA but not AVX2 (AMD's Piledriver and Steamroller), or
+/// FMA4 (their -march, and Bulldozer's), fma is the instruction, rounded
+/// once. With no fused multiply-add instruction, fma is
 /// computed in double and rounded once, as std::fma (a library call a value at a time,
 /// in software on such a CPU) rounds it: the bits of every other pack. a·b
 /// is exact in double (53 ≥ 24 + 24 bits); its sum with c rounded to
@@ -208,14 +212,17 @@ struct sse2_pack {
     _mm_store_ps(t, x);
     for (std::size_t i = 0; i < n; ++i) p[i] = t[i];
   }
-  static v fma(v a, v b, v c) {
+  // (inlined into every kernel, the rare lanes' rounding to odd out of line)
+  [[gnu::always_inline]] static v fma(v a, v b, v c) {
 #if defined(__FMA__)
     return _mm_fmadd_ps(a, b, c);
+#elif defined(__FMA4__)
+    return _mm_macc_ps(a, b, c);
 #else
     const __m128d a0 = _mm_cvtps_pd(a), b0 = _mm_cvtps_pd(b), c0 = _mm_cvtps_pd(c);
     const __m128d a1 = _mm_cvtps_pd(_mm_movehl_ps(a, a)), b1 = _mm_cvtps_pd(_mm_movehl_ps(b, b)),
                   c1 = _mm_cvtps_pd(_mm_movehl_ps(c, c));
-    __m128d s0 = _mm_add_pd(_mm_mul_pd(a0, b0), c0), s1 = _mm_add_pd(_mm_mul_pd(a1, b1), c1);
+    const __m128d s0 = _mm_add_pd(_mm_mul_pd(a0, b0), c0), s1 = _mm_add_pd(_mm_mul_pd(a1, b1), c1);
     // s, the sum rounded to nearest in double, rounds to the float the exact
     // sum rounds to unless s lies halfway between two floats (no float
     // midpoint lies strictly between s and the exact sum: each is a double).
@@ -232,10 +239,8 @@ struct sse2_pack {
       // (the low words' test in bits 0 and 2, the high words' in bits 1 and 3)
       return (_mm_movemask_ps(_mm_castsi128_ps(midpoint)) & 0b0101) | (_mm_movemask_ps(_mm_castsi128_ps(tiny)) & 0b1010);
     };
-    if ((suspects(s0) | suspects(s1)) != 0) [[unlikely]] {
-      s0 = fma_to_odd(a0, b0, c0);
-      s1 = fma_to_odd(a1, b1, c1);
-    }
+    if ((suspects(s0) | suspects(s1)) != 0) [[unlikely]]
+      return fma_rounded_to_odd(a0, b0, c0, a1, b1, c1);
     return _mm_movelh_ps(_mm_cvtpd_ps(s0), _mm_cvtpd_ps(s1));
 #endif
   }
@@ -271,6 +276,14 @@ struct sse2_pack {
   }
 
  private:
+#if !defined(__FMA__) && !defined(__FMA4__)
+  /// fma's rare lanes: the sums of both halves rounded to odd, then to float.
+  [[gnu::noinline, gnu::cold]] static v fma_rounded_to_odd(__m128d a0, __m128d b0, __m128d c0, __m128d a1, __m128d b1,
+                                                           __m128d c1) {
+    return _mm_movelh_ps(_mm_cvtpd_ps(fma_to_odd(a0, b0, c0)), _mm_cvtpd_ps(fma_to_odd(a1, b1, c1)));
+  }
+#endif
+
   /// a·b + c rounded to odd (two lanes of double; a, b and c floats).
   static __m128d fma_to_odd(__m128d a, __m128d b, __m128d c) {
     const __m128d p = _mm_mul_pd(a, b), s = _mm_add_pd(p, c);
