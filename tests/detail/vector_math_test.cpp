@@ -22,6 +22,9 @@
 #include <numbers>
 #include <string>
 #include <vector>
+#if defined(__SSE2__)
+#include <immintrin.h>  // (the two-lane exact_fma's operands)
+#endif
 
 namespace {
 namespace vm = kiln::detail::vmath;
@@ -419,36 +422,53 @@ TEST(vector_math, sse2_fma_is_std_fma_bit_for_bit) {
 // midpoint of the product's ulp, and sums just off a midpoint of c's ulp
 // (a·b = ±ulp(c)/2 · (1 − 2^−2k), k ≥ 27, so that a·b is not a double),
 // which a second rounding to nearest gets wrong where c is odd (without
-// the rounding to odd 1,100,550 of the 4.2 million differ).
+// the rounding to odd 1,100,550 of the 4.2 million differ). The two-lane
+// exact_fma (exp_shifted_emulated's) takes each triple in its first lane and
+// one of the other kind in its second (without the rounding to odd
+// 2,100,839 of the 4.2 million pairs differ; with each lane's parity or
+// sign taken from the other lane, some differ too; counts from a g++ build:
+// clang may draw other triples, the order of a call's arguments being
+// unspecified); and exp_shifted_emulated gives exp's bits.
 #if KILN_DETAIL_EXACT_FMA
 TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
-  std::uint64_t state = 777;
-  const auto next = [&state] {  // (xorshift: reproducible, no dependency)
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    return state;
+  struct triples {  // (xorshift: reproducible, no dependency)
+    std::uint64_t state;
+    std::uint64_t next() { return state ^= state << 13, state ^= state >> 7, state ^= state << 17, state; }
+    double unit() { return static_cast<double>(next() >> 11) * 0x1p-53 * 2 - 1; }  // [−1, 1)
+    int exponent(int spread) { return static_cast<int>(next() % (2 * spread + 1)) - spread; }
+    std::array<double, 3> random(int i) {
+      const double a = std::ldexp(unit(), exponent(60)), b = std::ldexp(unit(), exponent(60)), p = a * b;
+      const double cases[] = {std::ldexp(unit(), exponent(60)), -p + std::ldexp(unit(), exponent(60) - 60),
+                              std::round(unit() * 8) / 2 * (std::nextafter(p, INFINITY) - p), -p};
+      return {a, b, cases[i % 4]};
+    }
+    std::array<double, 3> near_midpoint() {
+      const int k = 27 + static_cast<int>(next() % 9), e = exponent(200);
+      const double sa = next() & 1 ? 1 : -1, sb = next() & 1 ? 1 : -1, sc = next() & 1 ? 1 : -1;
+      const double c = sc * std::ldexp(1 + std::ldexp(static_cast<double>(next() % 64), -52), e);
+      return {1 + sa * std::ldexp(1, -k), sb * std::ldexp(1 - sa * std::ldexp(1, -k), e - 53), c};
+    }
   };
-  const auto unit = [&] { return static_cast<double>(next() >> 11) * 0x1p-53 * 2 - 1; };  // [−1, 1)
-  const auto exponent = [&](int spread) { return static_cast<int>(next() % (2 * spread + 1)) - spread; };
+  triples first{777}, second{4242};  // the two-lane one's second lane takes the other kind of triple
   std::size_t differ = 0, count = 0;
-  const auto check = [&](double a, double b, double c) {
+  const auto check = [&](std::array<double, 3> t, std::array<double, 3> u) {
     ++count;
-    const double want = std::fma(a, b, c), got = kiln::detail::libm_expf::exact_fma(a, b, c);
-    if (std::bit_cast<std::uint64_t>(got) != std::bit_cast<std::uint64_t>(want) && ++differ <= 5)
-      ADD_FAILURE() << std::hexfloat << "fma(" << a << ", " << b << ", " << c << ") = " << got << ", std::fma " << want;
+    const auto same = [](double x, double y) {
+      return std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(y);
+    };
+    const double want = std::fma(t[0], t[1], t[2]), got = kiln::detail::libm_expf::exact_fma(t[0], t[1], t[2]);
+    alignas(16) double lanes[2];
+    _mm_store_pd(lanes, kiln::detail::libm_expf::exact_fma(_mm_set_pd(u[0], t[0]), _mm_set_pd(u[1], t[1]),
+                                                           _mm_set_pd(u[2], t[2])));
+    const double want_u = std::fma(u[0], u[1], u[2]);
+    if ((!same(got, want) || !same(lanes[0], want) || !same(lanes[1], want_u)) && ++differ <= 5)
+      ADD_FAILURE() << std::hexfloat << "fma(" << t[0] << ", " << t[1] << ", " << t[2] << ") = " << got << " and "
+                    << lanes[0] << " (two lanes), std::fma " << want << "; second lane fma(" << u[0] << ", " << u[1]
+                    << ", " << u[2] << ") = " << lanes[1] << ", std::fma " << want_u;
   };
-  for (int i = 0; i < 2'000'000; ++i) {
-    const double a = std::ldexp(unit(), exponent(60)), b = std::ldexp(unit(), exponent(60)), p = a * b;
-    const double cases[] = {std::ldexp(unit(), exponent(60)), -p + std::ldexp(unit(), exponent(60) - 60),
-                            std::round(unit() * 8) / 2 * (std::nextafter(p, INFINITY) - p), -p};
-    check(a, b, cases[i % 4]);
-  }
-  for (int i = 0; i < 2'200'000; ++i) {
-    const int k = 27 + static_cast<int>(next() % 9), e = exponent(200);
-    const double sa = next() & 1 ? 1 : -1, sb = next() & 1 ? 1 : -1, sc = next() & 1 ? 1 : -1;
-    const double c = sc * std::ldexp(1 + std::ldexp(static_cast<double>(next() % 64), -52), e);
-    check(1 + sa * std::ldexp(1, -k), sb * std::ldexp(1 - sa * std::ldexp(1, -k), e - 53), c);
-  }
-  EXPECT_EQ(differ, 0u) << "of " << count;
+  for (int i = 0; i < 2'000'000; ++i) check(first.random(i), second.near_midpoint());
+  for (int i = 0; i < 2'200'000; ++i) check(first.near_midpoint(), second.random(i));
+  EXPECT_EQ(differ, 0u) << "of " << count << " (each in both lanes of the two-lane one)";
   // and exp computed with it, on every 171st float of [−110, 90] (all of them in a one-off run: no difference)
   using kiln::detail::libm_expf::exp_by;
   std::size_t exp_differ = 0;
@@ -457,6 +477,17 @@ TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
     exp_differ += std::bit_cast<std::uint32_t>(exp_by(x, kiln::detail::libm_expf::emulated_fma{})) !=
                   std::bit_cast<std::uint32_t>(exp_by(x, kiln::detail::libm_expf::library_fma{}));
   EXPECT_EQ(exp_differ, 0u) << "of " << xs.size();
+  // and exp_shifted's loop with it (4 at a time, then a tail of 0 to 3), shifted and scaled
+  std::size_t loop_differ = 0;
+  std::vector<float> y(xs.size());
+  for (std::size_t n : {xs.size() / 4 * 4, xs.size() / 8 * 4 + 1, xs.size() / 8 * 4 + 3}) {  // (tails mid-range)
+    kiln::detail::libm_expf::exp_shifted_emulated(xs.data(), 0.5f, 0.25f, 3.0f, y.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float want = exp_by((xs[i] - 0.5f) - 0.25f, kiln::detail::libm_expf::library_fma{}) * 3.0f;
+      loop_differ += std::bit_cast<std::uint32_t>(y[i]) != std::bit_cast<std::uint32_t>(want);
+    }
+  }
+  EXPECT_EQ(loop_differ, 0u) << "of 2 x " << xs.size() << " (exp_shifted_emulated)";
 }
 #endif
 
@@ -491,19 +522,27 @@ TEST(libm_expf, special_values_shift_and_scale) {
   // in mixed packs of 4 and 8 and in the tails, beside ordinary values)
   const std::vector<float> x{inf, -inf, std::numeric_limits<float>::quiet_NaN(), 88.8f, -104, -103.5f, 88.5f, -1, 2, 0,
                              -1, 1e30f, 2, -1e30f, 0, 1e30f, -inf, 1, std::numeric_limits<float>::quiet_NaN(), inf};
-  std::vector<float> y(x.size()), in_place = x;
-  kiln::detail::libm_expf::exp_shifted(x.data(), 0.5f, 0.25f, 3.0f, y.data(), x.size());
-  // (y may be x: the special values' lanes are not read back from x after the store)
-  kiln::detail::libm_expf::exp_shifted(in_place.data(), 0.5f, 0.25f, 3.0f, in_place.data(), in_place.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const float want = std::exp((x[i] - 0.5f) - 0.25f) * 3.0f;
-    if (std::isnan(want)) {
-      EXPECT_TRUE(std::isnan(y[i])) << x[i];
-      EXPECT_TRUE(std::isnan(in_place[i])) << x[i];
-    } else {
-      EXPECT_EQ(y[i], want) << x[i];
-      EXPECT_EQ(in_place[i], want) << x[i] << " in place";
+  const auto check = [&](auto exp_shifted, const char* name, std::size_t n) {  // (n: tails of 0, 1 and 3)
+    std::vector<float> y(n), in_place(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+    exp_shifted(x.data(), 0.5f, 0.25f, 3.0f, y.data(), n);
+    // (y may be x: the special values' lanes are not read back from x after the store)
+    exp_shifted(in_place.data(), 0.5f, 0.25f, 3.0f, in_place.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float want = std::exp((x[i] - 0.5f) - 0.25f) * 3.0f;
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(y[i])) << name << ' ' << x[i];
+        EXPECT_TRUE(std::isnan(in_place[i])) << name << ' ' << x[i];
+      } else {
+        EXPECT_EQ(y[i], want) << name << ' ' << x[i];
+        EXPECT_EQ(in_place[i], want) << name << ' ' << x[i] << " in place";
+      }
     }
+  };
+  for (std::size_t n : {x.size(), x.size() - 1, x.size() - 3}) {
+    check(kiln::detail::libm_expf::exp_shifted, "exp_shifted", n);
+#if KILN_DETAIL_EXACT_FMA
+    check(kiln::detail::libm_expf::exp_shifted_emulated, "exp_shifted_emulated", n);
+#endif
   }
   float sum = 0;  // in index order, as the loss sums
   for (std::size_t i = 4; i < 10; ++i) sum += std::exp(x[i] - 0.5f);

@@ -1,5 +1,7 @@
 // kiln/detail/libm_expf.hpp — e^x in f32 with the bits of glibc's expf,
-// 8 at a time on AVX-512, 4 with AVX2 + FMA.
+// 8 at a time on AVX-512, 4 with AVX2 + FMA, 4 in SSE2 (two halves) in a
+// build for the x86-64 baseline on a CPU without FMA or FMA4, else one at
+// a time.
 //
 // WHAT IT IS
 //   The algorithm of ARM's optimized-routines expf, which glibc ≥ 2.28 ships
@@ -29,7 +31,7 @@
 #include <limits>
 
 #include <kiln/detail/avx512.hpp>
-#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#if !defined(__AVX512F__) && ((defined(__AVX2__) && defined(__FMA__)) || defined(__SSE2_MATH__))
 #include <immintrin.h>
 #endif
 
@@ -51,9 +53,11 @@ inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, 
 
 /// 1 in a build for x86 whose doubles are SSE2's (not x87's extended
 /// precision) and that cannot fuse a·b + c (no FMA, FMA4 or AVX-512F: the
-/// x86-64 baseline), so may run on a CPU without FMA: there with_fma asks
+/// x86-64 baseline), so may run on a CPU without FMA: there cpu_fuses asks
 /// the CPU. Elsewhere it takes std::fma.
-#if defined(__SSE2_MATH__) && !defined(__FMA__) && !defined(__FMA4__) && !defined(__AVX512F__)
+/// (Not under -ffast-math, which may reassociate exact_fma's sums.)
+#if defined(__SSE2_MATH__) && !defined(__FMA__) && !defined(__FMA4__) && !defined(__AVX512F__) && \
+    !defined(__FAST_MATH__)
 #define KILN_DETAIL_EXACT_FMA 1
 #else
 #define KILN_DETAIL_EXACT_FMA 0
@@ -67,8 +71,8 @@ inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, 
 /// For finite operands with |a|, |b| < 2^995, a·b = 0 or 2^-969 < |a·b| <
 /// 2^1023 (Dekker's error term exact), and |c| and the sums below 2^1023:
 /// exp's, below; a zero result may have the other sign (−0·1 + −0 gives
-/// +0). Only in a build whose compiler cannot fuse its products and sums
-/// itself (KILN_DETAIL_EXACT_FMA).
+/// +0); in the default rounding to nearest. Only in a build whose compiler
+/// cannot fuse its products and sums itself (KILN_DETAIL_EXACT_FMA).
 #if KILN_DETAIL_EXACT_FMA
 inline double exact_fma(double a, double b, double c) {
   const auto two_sum = [](double x, double y, double& e) {
@@ -95,6 +99,38 @@ inline double exact_fma(double a, double b, double c) {
 struct emulated_fma {
   double operator()(double a, double b, double c) const { return exact_fma(a, b, c); }
 };
+
+/// exact_fma on both lanes: its operations, so each lane's the scalar
+/// one's (under the same preconditions, in each lane).
+inline __m128d exact_fma(__m128d a, __m128d b, __m128d c) {
+  const auto two_sum = [](__m128d x, __m128d y, __m128d& e) {
+    const __m128d s = _mm_add_pd(x, y), yy = _mm_sub_pd(s, x);
+    e = _mm_add_pd(_mm_sub_pd(x, _mm_sub_pd(s, yy)), _mm_sub_pd(y, yy));
+    return s;
+  };
+  const auto split = [](__m128d x, __m128d& lo) {
+    const __m128d t = _mm_mul_pd(_mm_set1_pd(134217729.0), x), hi = _mm_sub_pd(t, _mm_sub_pd(t, x));
+    lo = _mm_sub_pd(x, hi);
+    return hi;
+  };
+  __m128d al, bl, tl, vl, we;
+  const __m128d ah = split(a, al), bh = split(b, bl), uh = _mm_mul_pd(a, b);
+  const __m128d ul = _mm_add_pd(
+      _mm_add_pd(_mm_add_pd(_mm_sub_pd(_mm_mul_pd(ah, bh), uh), _mm_mul_pd(ah, bl)), _mm_mul_pd(al, bh)),
+      _mm_mul_pd(al, bl));
+  const __m128d th = two_sum(c, ul, tl), vh = two_sum(uh, th, vl);
+  const __m128d w = two_sum(vl, tl, we);
+  // where we ≠ 0 and w even: w one step towards we (w ≠ 0 there): bits + 1
+  // where w and we have one sign, bits − 1 = bits + 1 + 2·(−1) where not
+  const __m128i bits = _mm_castpd_si128(w), one = _mm_set_epi32(0, 1, 0, 1);
+  const __m128i even = _mm_shuffle_epi32(_mm_cmpeq_epi32(_mm_and_si128(bits, one), _mm_setzero_si128()),
+                                         _MM_SHUFFLE(2, 2, 0, 0));
+  const __m128i step = _mm_and_si128(even, _mm_castpd_si128(_mm_cmpneq_pd(we, _mm_setzero_pd())));
+  const __m128i opposite =
+      _mm_shuffle_epi32(_mm_srai_epi32(_mm_xor_si128(bits, _mm_castpd_si128(we)), 31), _MM_SHUFFLE(3, 3, 1, 1));
+  const __m128i stepped = _mm_add_epi64(_mm_add_epi64(_mm_add_epi64(bits, one), opposite), opposite);
+  return _mm_add_pd(vh, _mm_castsi128_pd(_mm_or_si128(_mm_and_si128(step, stepped), _mm_andnot_si128(step, bits))));
+}
 #endif
 
 /// std::fma as a function object (exp_by's multiply-add).
@@ -102,29 +138,24 @@ struct library_fma {
   double operator()(double a, double b, double c) const { return std::fma(a, b, c); }
 };
 
-/// f(fused) with the multiply-add exp's bits are defined by, decided once
-/// for a call: std::fma (library_fma), the instruction in a build with FMA.
-/// A build for the x86-64 baseline (KILN_DETAIL_EXACT_FMA) asks the CPU
-/// once, as glibc's std::fma does: with FMA or FMA4 it is the instruction;
-/// with neither glibc computes it in software (a call with floating-point
-/// environment changes, ≈ 17× exact_fma's time), so there exact_fma
-/// (emulated_fma) computes the same double.
-template <class F>
-decltype(auto) with_fma(F&& f) {
 #if KILN_DETAIL_EXACT_FMA
-  static const bool hardware = [] {
+/// True when the CPU fuses a·b + c (FMA, or FMA4 alone: Bulldozer), where
+/// glibc's std::fma is the instruction; asked once. Where not, glibc's is
+/// software (a call with floating-point environment changes, ≈ 17×
+/// exact_fma's time), so exact_fma computes the same double.
+inline bool cpu_fuses() {
+  static const bool fuses = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("fma") || __builtin_cpu_supports("fma4");
   }();
-  if (!hardware) return f(emulated_fma{});
-#endif
-  return f(library_fma{});
+  return fuses;
 }
+#endif
 
 /// True when x takes the special path: |x| ≥ 88, inf, NaN.
 inline bool special(float x) { return ((std::bit_cast<std::uint32_t>(x) >> 20) & 0x7FF) > 0x42A; }
 
-/// e^x, its multiply-adds fused by `fused` (with_fma's).
+/// e^x, its multiply-adds fused by `fused` (library_fma or emulated_fma).
 template <class Fma>
 float exp_by(float x, Fma fused) {
   if (special(x)) {
@@ -142,8 +173,13 @@ float exp_by(float x, Fma fused) {
   return static_cast<float>(y * s);
 }
 
+/// e^x: exp_by with std::fma; in a build for the x86-64 baseline on a CPU
+/// that cannot fuse, with exact_fma.
 inline float exp(float x) {
-  return with_fma([x](auto fused) { return exp_by(x, fused); });
+#if KILN_DETAIL_EXACT_FMA
+  if (!cpu_fuses()) return exp_by(x, emulated_fma{});
+#endif
+  return exp_by(x, library_fma{});
 }
 
 /// values[j] = exp(args[j]) · scale for each bit j set in `lanes`: the
@@ -152,6 +188,52 @@ inline void patch_special(const float* args, float* values, unsigned lanes, floa
   for (unsigned j = 0; lanes; lanes >>= 1, ++j)
     if (lanes & 1u) values[j] = exp(args[j]) * scale;
 }
+
+#if (!defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)) || KILN_DETAIL_EXACT_FMA
+/// Stores 4 values of the 4-lane loops, those of arguments on the special
+/// path computed again by exp.
+inline void store_patched(__m128 args4, __m128 values4, float scale, float* y) {
+  const int odd = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(
+      _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(args4), 20), _mm_set1_epi32(0x7FF)), _mm_set1_epi32(0x42A))));
+  if (odd != 0) [[unlikely]] {
+    alignas(16) float args[4], values[4];
+    _mm_store_ps(args, args4);
+    _mm_store_ps(values, values4);
+    patch_special(args, values, static_cast<unsigned>(odd), scale);
+    values4 = _mm_load_ps(values);
+  }
+  _mm_storeu_ps(y, values4);
+}
+#endif
+
+#if KILN_DETAIL_EXACT_FMA
+/// exp_shifted (below) with exact_fma's multiply-adds: in a build for the
+/// x86-64 baseline on a CPU that cannot fuse, the same bits.
+inline void exp_shifted_emulated(const float* x, float m, float l, float scale, float* y, std::size_t n) {
+  std::size_t i = 0;
+  // (the same operations 4 at a time, in two halves of 2 doubles, each
+  // multiply-add exact_fma's on both lanes: no call per value)
+  const __m128d inv = _mm_set1_pd(inv_ln2_32), sh = _mm_set1_pd(shift), one = _mm_set1_pd(1.0);
+  const auto half = [&](__m128d xd) {  // e^x of 2 lanes, in the low half
+    const __m128d shifted = exact_fma(inv, xd, sh);
+    const __m128d r = exact_fma(inv, xd, _mm_xor_pd(_mm_sub_pd(shifted, sh), _mm_set1_pd(-0.0)));
+    alignas(16) std::uint64_t k[2];
+    _mm_store_si128(reinterpret_cast<__m128i*>(k), _mm_castpd_si128(shifted));
+    const __m128d s = _mm_castsi128_pd(_mm_set_epi64x(static_cast<long long>(table[k[1] % 32] + (k[1] << 47)),
+                                                      static_cast<long long>(table[k[0] % 32] + (k[0] << 47))));
+    const __m128d p = exact_fma(exact_fma(r, _mm_set1_pd(c0), _mm_set1_pd(c1)), _mm_mul_pd(r, r),
+                                exact_fma(r, _mm_set1_pd(c2), one));
+    return _mm_cvtpd_ps(_mm_mul_pd(p, s));
+  };
+  for (; i < n / 4 * 4; i += 4) {  // (i + 4 <= n made g++ warn of i overflowing, inlined into the loss)
+    const __m128 a4 = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(x + i), _mm_set1_ps(m)), _mm_set1_ps(l));
+    const __m128 out = _mm_mul_ps(_mm_movelh_ps(half(_mm_cvtps_pd(a4)), half(_mm_cvtps_pd(_mm_movehl_ps(a4, a4)))),
+                                  _mm_set1_ps(scale));
+    store_patched(a4, out, scale, y + i);
+  }
+  for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, emulated_fma{}) * scale;
+}
+#endif
 
 /// y[i] = e^((x[i] − m) − l) · scale (each step rounded to f32, as the
 /// scalar expression would be). y may alias x.
@@ -206,22 +288,16 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
     const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(k, 47)));
     const __m256d p = _mm256_fmadd_pd(_mm256_fmadd_pd(r, _mm256_set1_pd(c0), _mm256_set1_pd(c1)), _mm256_mul_pd(r, r),
                                       _mm256_fmadd_pd(r, _mm256_set1_pd(c2), one));
-    __m128 out = _mm_mul_ps(_mm256_cvtpd_ps(_mm256_mul_pd(p, s)), _mm_set1_ps(scale));
-    const int odd = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(
-        _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(a4), 20), _mm_set1_epi32(0x7FF)), _mm_set1_epi32(0x42A))));
-    if (odd != 0) [[unlikely]] {
-      alignas(16) float args[4], values[4];
-      _mm_store_ps(args, a4);
-      _mm_store_ps(values, out);
-      patch_special(args, values, static_cast<unsigned>(odd), scale);
-      out = _mm_load_ps(values);
-    }
-    _mm_storeu_ps(y + i, out);
+    const __m128 out = _mm_mul_ps(_mm256_cvtpd_ps(_mm256_mul_pd(p, s)), _mm_set1_ps(scale));
+    store_patched(a4, out, scale, y + i);
+  }
+#elif KILN_DETAIL_EXACT_FMA
+  if (!cpu_fuses()) {
+    exp_shifted_emulated(x, m, l, scale, y, n);
+    return;
   }
 #endif
-  with_fma([&](auto fused) {
-    for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, fused) * scale;
-  });
+  for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, library_fma{}) * scale;
 }
 
 /// Σ e^(x[i] − m) in index order, without storing the values.

@@ -182,7 +182,7 @@ struct avx2_pack {
 #if defined(__SSE2__)
 /// 4 floats (SSE2: x86-64 without AVX2 + FMA, what a build without -march
 /// targets). With FMA but not AVX2 (AMD's Piledriver and Steamroller), or
-/// FMA4 (their -march, and Bulldozer's), fma is the instruction, rounded
+/// FMA4 alone (-march=bdver1, Bulldozer), fma is the instruction, rounded
 /// once. With no fused multiply-add instruction, fma is
 /// computed in double and rounded once, as std::fma (a library call a value at a time,
 /// in software on such a CPU) rounds it: the bits of every other pack. a·b
@@ -282,7 +282,6 @@ struct sse2_pack {
                                                            __m128d c1) {
     return _mm_movelh_ps(_mm_cvtpd_ps(fma_to_odd(a0, b0, c0)), _mm_cvtpd_ps(fma_to_odd(a1, b1, c1)));
   }
-#endif
 
   /// a·b + c rounded to odd (two lanes of double; a, b and c floats).
   static __m128d fma_to_odd(__m128d a, __m128d b, __m128d c) {
@@ -300,6 +299,7 @@ struct sse2_pack {
     const __m128i odd = _mm_or_si128(_mm_and_si128(opposite, toward), _mm_andnot_si128(opposite, away));
     return _mm_castsi128_pd(_mm_or_si128(_mm_and_si128(inexact, odd), _mm_andnot_si128(inexact, bits)));
   }
+#endif
 };
 #endif
 
