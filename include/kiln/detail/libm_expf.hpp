@@ -55,7 +55,8 @@ inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, 
 /// precision) and that cannot fuse a·b + c (no FMA, FMA4 or AVX-512F: the
 /// x86-64 baseline), so may run on a CPU without FMA: there cpu_fuses asks
 /// the CPU. Elsewhere it takes std::fma.
-/// (Not under -ffast-math, which may reassociate exact_fma's sums.)
+/// (Not under -ffast-math, which may reassociate exact_fma's sums; nor may
+/// -fassociative-math alone be used, which the macro cannot see.)
 #if defined(__SSE2_MATH__) && !defined(__FMA__) && !defined(__FMA4__) && !defined(__AVX512F__) && \
     !defined(__FAST_MATH__)
 #define KILN_DETAIL_EXACT_FMA 1
@@ -207,8 +208,8 @@ inline void store_patched(__m128 args4, __m128 values4, float scale, float* y) {
 #endif
 
 #if KILN_DETAIL_EXACT_FMA
-/// exp_shifted (below) with exact_fma's multiply-adds: in a build for the
-/// x86-64 baseline on a CPU that cannot fuse, the same bits.
+/// exp_shifted (below) with exact_fma's multiply-adds: the same bits as
+/// exp_shifted on any CPU; exp_shifted takes it where the CPU cannot fuse.
 inline void exp_shifted_emulated(const float* x, float m, float l, float scale, float* y, std::size_t n) {
   std::size_t i = 0;
   // (the same operations 4 at a time, in two halves of 2 doubles, each
