@@ -4,7 +4,11 @@
 # the misuse fails to compile with every expected line in its diagnostics, the
 # first error being one of kiln's static_asserts. A line `// expect-errors: N`
 # also asks for exactly N errors in all (`: error: ` lines), so that a misuse
-# reported once stays reported once.
+# reported once stays reported once. A misuse of the build rather than of
+# the code (a target kiln cannot build for) has its flags: `// flags: F`
+# for both twins and `// misuse-flags: F` for the misuse alone; its first
+# error may then be one of kiln's #errors. (`// compiler: GNU`: tests/
+# CMakeLists.txt runs the case with that compiler only.)
 foreach(var CXX INCLUDES SOURCE WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "kiln_compile_fail.cmake: ${var} is not set")
@@ -13,13 +17,20 @@ endforeach()
 include(${CMAKE_CURRENT_LIST_DIR}/kiln_syntax_flags.cmake)
 kiln_syntax_flags(_flags "${INCLUDES}")
 file(MAKE_DIRECTORY ${WORK_DIR})
+file(STRINGS ${SOURCE} _case_flags REGEX "^// flags: ")
+file(STRINGS ${SOURCE} _misuse_flags REGEX "^// misuse-flags: ")
+string(REGEX REPLACE "^// flags: " "" _case_flags "${_case_flags}")
+string(REGEX REPLACE "^// misuse-flags: " "" _misuse_flags "${_misuse_flags}")
+separate_arguments(_case_flags UNIX_COMMAND "${_case_flags}")
+separate_arguments(_misuse_flags UNIX_COMMAND "${_misuse_flags}")
+list(APPEND _flags ${_case_flags})
 
 execute_process(COMMAND ${CXX} ${_flags} ${SOURCE} RESULT_VARIABLE ok_rc ERROR_VARIABLE ok_err OUTPUT_QUIET)
 if(NOT ok_rc EQUAL 0)
   message(FATAL_ERROR "the valid twin of ${SOURCE} does not compile:\n${ok_err}")
 endif()
 
-execute_process(COMMAND ${CXX} ${_flags} -DKILN_SHOULD_FAIL ${SOURCE} RESULT_VARIABLE ko_rc ERROR_VARIABLE ko_err
+execute_process(COMMAND ${CXX} ${_flags} ${_misuse_flags} -DKILN_SHOULD_FAIL ${SOURCE} RESULT_VARIABLE ko_rc ERROR_VARIABLE ko_err
                 OUTPUT_QUIET)
 if(ko_rc EQUAL 0)
   message(FATAL_ERROR "the misuse in ${SOURCE} compiled, but it must be rejected")
@@ -41,7 +52,11 @@ list(LENGTH _errors _error_count)
 list(GET _errors 0 _first_error)
 # (g++ and clang 16: `static assertion failed[ due to requirement '...']: kiln...`;
 # clang 14: `static_assert failed due to requirement '...' "kiln..."`)
-if(NOT _first_error MATCHES "error: (static assertion failed( due to requirement '.*')?: kiln|static_assert failed.* \"kiln)")
+set(_kiln_error "error: (static assertion failed( due to requirement '.*')?: kiln|static_assert failed.* \"kiln)")
+if(_misuse_flags)
+  set(_kiln_error "${_kiln_error}|error: #error \"kiln")
+endif()
+if(NOT _first_error MATCHES "${_kiln_error}")
   message(FATAL_ERROR "the first error for ${SOURCE} is not kiln's:\n${ko_err}")
 endif()
 file(STRINGS ${SOURCE} _expect_count REGEX "^// expect-errors: [0-9]+$")

@@ -37,7 +37,7 @@ using index = Eigen::Index;
 
 /// The kernel run() uses for f32 on this target (both namespaces have
 /// packed_a_floats, packed_b_floats and gemm); Eigen's where neither is compiled.
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__FMA__)  // (without FMA: sgemm_avx512.hpp's #error)
 #define KILN_DETAIL_OWN_SGEMM 1
 namespace own = avx512;
 #elif defined(__AVX2__) && defined(__FMA__)

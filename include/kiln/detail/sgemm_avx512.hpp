@@ -22,11 +22,9 @@
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
-#if defined(__AVX512F__)
-
-#if !defined(__FMA__)
+#if defined(__AVX512F__) && !defined(__FMA__)
 #error "kiln: a build with AVX-512F needs FMA as well (add -mfma, or use -march=native or -march=x86-64-v4)"
-#endif
+#elif defined(__AVX512F__)
 
 #include <algorithm>
 #include <cstddef>
@@ -323,4 +321,4 @@ void gemm(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k, const float* a, 
 
 KILN_AVX512_END
 
-#endif  // __AVX512F__
+#endif  // __AVX512F__ (with FMA)
