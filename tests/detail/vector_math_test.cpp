@@ -421,14 +421,14 @@ TEST(vector_math, sse2_fma_is_std_fma_bit_for_bit) {
 // on random triples (exponents over ±60), cancelling ones, sums near a
 // midpoint of the product's ulp, and sums just off a midpoint of c's ulp
 // (a·b = ±ulp(c)/2 · (1 − 2^−2k), k ≥ 27, so that a·b is not a double),
-// which a second rounding to nearest gets wrong where c is odd (without
-// the rounding to odd 1,100,550 of the 4.2 million differ). The two-lane
-// exact_fma (exp_shifted_emulated's) takes each triple in its first lane and
-// one of the other kind in its second (without the rounding to odd
-// 2,100,839 of the 4.2 million pairs differ; with each lane's parity or
-// sign taken from the other lane, some differ too; counts from a g++ build:
-// clang may draw other triples, the order of a call's arguments being
-// unspecified); and exp_shifted_emulated gives exp's bits.
+// which a second rounding to nearest gets wrong where c is odd. The
+// two-lane exact_fma (exp_shifted_emulated's; the scalar one is its first
+// lane) takes each triple in its first lane and one of the other kind in its
+// second (without the rounding to odd 2,100,839 of the 4.2 million pairs
+// differ; with each lane's parity or sign taken from the other lane, some
+// differ too; counts from a g++ build: clang may draw other triples, the
+// order of a call's arguments being unspecified); and exp_shifted_emulated
+// gives exp's bits.
 #if KILN_DETAIL_EXACT_FMA
 TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
   struct triples {  // (xorshift: reproducible, no dependency)

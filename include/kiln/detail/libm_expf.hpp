@@ -64,45 +64,18 @@ inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, 
 #define KILN_DETAIL_EXACT_FMA 0
 #endif
 
-/// a·b + c rounded once, as std::fma does, in double arithmetic without a
-/// fused multiply-add (Boldo and Melquiond, "Emulation of FMA and correctly
-/// rounded sums: proved algorithms using rounding to odd", IEEE TC 2008):
-/// a·b exact as uh + ul (Dekker's product), the exact sums of c, ul and
-/// uh, the small part rounded to odd before the one rounding to nearest.
-/// For finite operands with |a|, |b| < 2^995, a·b = 0 or 2^-969 < |a·b| <
-/// 2^1023 (Dekker's error term exact), and |c| and the sums below 2^1023:
-/// exp's, below; a zero result may have the other sign (−0·1 + −0 gives
-/// +0); in the default rounding to nearest. Only in a build whose compiler
-/// cannot fuse its products and sums itself (KILN_DETAIL_EXACT_FMA).
+/// a·b + c rounded once, as std::fma does, in each of two lanes, in
+/// double arithmetic without a fused multiply-add (Boldo and Melquiond,
+/// "Emulation of FMA and correctly rounded sums: proved algorithms using
+/// rounding to odd", IEEE TC 2008): a·b exact as uh + ul (Dekker's
+/// product), the exact sums of c, ul and uh, the small part rounded to odd
+/// before the one rounding to nearest. In each lane, for finite operands
+/// with |a|, |b| < 2^995, a·b = 0 or 2^-969 < |a·b| < 2^1023 (Dekker's
+/// error term exact), and |c| and the sums below 2^1023: exp's, below; a
+/// zero result may have the other sign (−0·1 + −0 gives +0); in the
+/// default rounding to nearest. Only in a build whose compiler cannot fuse
+/// its products and sums itself (KILN_DETAIL_EXACT_FMA).
 #if KILN_DETAIL_EXACT_FMA
-inline double exact_fma(double a, double b, double c) {
-  const auto two_sum = [](double x, double y, double& e) {
-    const double s = x + y, yy = s - x;
-    e = (x - (s - yy)) + (y - yy);
-    return s;
-  };
-  const auto split = [](double x, double& lo) {
-    const double t = 134217729.0 * x, hi = t - (t - x);  // (2^27 + 1)·x
-    lo = x - hi;
-    return hi;
-  };
-  double al, bl, tl, vl, we;
-  const double ah = split(a, al), bh = split(b, bl), uh = a * b;
-  const double ul = ((ah * bh - uh) + ah * bl + al * bh) + al * bl;
-  const double th = two_sum(c, ul, tl), vh = two_sum(uh, th, vl);
-  double w = two_sum(vl, tl, we);
-  const auto bits = std::bit_cast<std::uint64_t>(w);
-  if (we != 0 && (bits & 1) == 0) w = std::bit_cast<double>((we > 0) == (w > 0) ? bits + 1 : bits - 1);
-  return vh + w;
-}
-
-/// exact_fma as a function object (exp_by's multiply-add).
-struct emulated_fma {
-  double operator()(double a, double b, double c) const { return exact_fma(a, b, c); }
-};
-
-/// exact_fma on both lanes: its operations, so each lane's the scalar
-/// one's (under the same preconditions, in each lane).
 inline __m128d exact_fma(__m128d a, __m128d b, __m128d c) {
   const auto two_sum = [](__m128d x, __m128d y, __m128d& e) {
     const __m128d s = _mm_add_pd(x, y), yy = _mm_sub_pd(s, x);
@@ -132,6 +105,17 @@ inline __m128d exact_fma(__m128d a, __m128d b, __m128d c) {
   const __m128i stepped = _mm_add_epi64(_mm_add_epi64(_mm_add_epi64(bits, one), opposite), opposite);
   return _mm_add_pd(vh, _mm_castsi128_pd(_mm_or_si128(_mm_and_si128(step, stepped), _mm_andnot_si128(step, bits))));
 }
+
+/// exact_fma of one triple: the two-lane one's first lane (for the loops'
+/// tails and special lanes: one definition, tested lane by lane).
+inline double exact_fma(double a, double b, double c) {
+  return _mm_cvtsd_f64(exact_fma(_mm_set_sd(a), _mm_set_sd(b), _mm_set_sd(c)));
+}
+
+/// exact_fma as a function object (exp_by's multiply-add).
+struct emulated_fma {
+  double operator()(double a, double b, double c) const { return exact_fma(a, b, c); }
+};
 #endif
 
 /// std::fma as a function object (exp_by's multiply-add).
@@ -213,7 +197,7 @@ inline void store_patched(__m128 args4, __m128 values4, float scale, float* y) {
 inline void exp_shifted_emulated(const float* x, float m, float l, float scale, float* y, std::size_t n) {
   std::size_t i = 0;
   // (the same operations 4 at a time, in two halves of 2 doubles, each
-  // multiply-add exact_fma's on both lanes: no call per value)
+  // multiply-add the two-lane exact_fma: no call per value)
   const __m128d inv = _mm_set1_pd(inv_ln2_32), sh = _mm_set1_pd(shift), one = _mm_set1_pd(1.0);
   const auto half = [&](__m128d xd) {  // e^x of 2 lanes, in the low half
     const __m128d shifted = exact_fma(inv, xd, sh);
