@@ -21,6 +21,7 @@
 #include <limits>
 #include <numbers>
 #include <string>
+#include <type_traits>
 #include <vector>
 #if defined(__SSE2__)
 #include <immintrin.h>  // (the two-lane exact_fma's operands)
@@ -318,6 +319,92 @@ TEST(vector_math, every_length_gives_the_same_bits_in_every_position) {
     }
   }
 }
+
+#if KILN_DETAIL_FMA_DISPATCH
+// In a build for the x86-64 baseline, each function runs the SSE2 pack with
+// the FMA instruction where the CPU has it (sse2_fma_pack, compiled for
+// FMA) and with fma emulated in double where not (sse2_pack): the two must
+// give the same bits. The sweeps above check whichever this CPU runs
+// against the scalar pack; this checks the other one too, every function
+// and tails of 1 to 3.
+TEST(vector_math, with_pack_takes_the_fma_instruction_where_the_cpu_has_it) {
+  __builtin_cpu_init();
+  const bool has_fma = __builtin_cpu_supports("fma") != 0;
+  int fused = 0, emulated = 0, other = 0;
+  const auto count = [&]<class Q>(Q) {
+    if constexpr (std::is_same_v<Q, vm::sse2_fma_pack>) {
+      ++fused;
+    } else if constexpr (std::is_same_v<Q, vm::sse2_pack>) {
+      ++emulated;
+    } else {
+      ++other;
+    }
+  };
+  vm::with_pack<vm::native_pack>(count);
+  EXPECT_EQ(fused, has_fma ? 1 : 0);
+  EXPECT_EQ(emulated, has_fma ? 0 : 1);
+  vm::with_pack<vm::sse2_pack>(count);  // a pack asked for by name runs as it is
+  vm::with_pack<vm::scalar_pack>(count);
+  EXPECT_EQ(emulated, has_fma ? 1 : 2);
+  EXPECT_EQ(other, 1);
+}
+
+TEST(vector_math, fused_and_emulated_sse2_packs_give_the_same_bits) {
+  std::vector<float> x = sweep(-12.0f, 12.0f, 4099);
+  for (float v : {-100.0f, 100.0f, -0.0f, 0.0f, 1e-40f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()})
+    x.push_back(v);
+  std::vector<float> dy(x.size()), z(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) dy[i] = 0.5f + 0.01f * static_cast<float>(i % 89);
+  vm::gelu(x.data(), z.data(), x.size());  // (a stored gelu output for the two-array gelu′)
+  using unary = void (*)(const float*, float*, std::size_t);
+  using binary = void (*)(const float*, const float*, float*, std::size_t);
+  struct one {
+    const char* name;
+    unary native, emulated;
+  };
+  struct two {
+    const char* name;
+    binary native, emulated;
+  };
+  const one unaries[] = {{"exp", vm::exp<>, vm::exp<vm::sse2_pack>},
+                         {"tanh", vm::tanh<>, vm::tanh<vm::sse2_pack>},
+                         {"sigmoid", vm::sigmoid<>, vm::sigmoid<vm::sse2_pack>},
+                         {"erf", vm::erf<>, vm::erf<vm::sse2_pack>},
+                         {"gelu", vm::gelu<>, vm::gelu<vm::sse2_pack>},
+                         {"gelu_of_bf16_values", vm::gelu_of_bf16_values<>, vm::gelu_of_bf16_values<vm::sse2_pack>}};
+  const two binaries[] = {
+      {"gelu_backward", vm::gelu_backward<>, vm::gelu_backward<vm::sse2_pack>},
+      {"tanh_backward", vm::tanh_backward<>, vm::tanh_backward<vm::sse2_pack>},
+      {"gelu_backward_of_bf16_values", vm::gelu_backward_of_bf16_values<>,
+       vm::gelu_backward_of_bf16_values<vm::sse2_pack>}};
+  std::vector<float> a(x.size()), b(x.size());
+  const auto compare = [&](const char* name, std::size_t n) {
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < n; ++i) differ += bits_of(a[i]) != bits_of(b[i]);
+    EXPECT_EQ(differ, 0u) << name << ": values where the fused and the emulated SSE2 pack disagree, of " << n;
+  };
+  for (std::size_t n : {x.size(), x.size() - 1, std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+    for (const one& f : unaries) {
+      f.native(x.data(), a.data(), n);
+      f.emulated(x.data(), b.data(), n);
+      compare(f.name, n);
+    }
+    for (const two& f : binaries) {
+      f.native(x.data(), dy.data(), a.data(), n);
+      f.emulated(x.data(), dy.data(), b.data(), n);
+      compare(f.name, n);
+    }
+    vm::gelu_backward<>(x.data(), z.data(), dy.data(), a.data(), n);
+    vm::gelu_backward<vm::sse2_pack>(x.data(), z.data(), dy.data(), b.data(), n);
+    compare("gelu_backward given the output", n);
+    const float sum_a = vm::exp_affine_sum<>(x.data(), 0.5f, -1.0f, n, a.data());
+    const float sum_b = vm::exp_affine_sum<vm::sse2_pack>(x.data(), 0.5f, -1.0f, n, b.data());
+    compare("exp_affine_sum", n);
+    EXPECT_EQ(bits_of(sum_a), bits_of(sum_b)) << "exp_affine_sum's sum, n = " << n;
+  }
+}
+#endif
 
 TEST(vector_math, exp_affine_sum_adds_in_index_order_stored_or_not) {
   for (std::size_t n : {1u, 15u, 64u, 65u, 200u}) {

@@ -1,7 +1,8 @@
 // kiln/detail/libm_expf.hpp — e^x in f32 with the bits of glibc's expf,
-// 8 at a time on AVX-512, 4 with AVX2 + FMA, 4 in SSE2 (two halves) in a
-// build for the x86-64 baseline on a CPU without FMA or FMA4, else one at
-// a time.
+// 8 at a time on AVX-512, 4 with AVX2 + FMA; in a build for the x86-64
+// baseline 4 in SSE2 (two halves), with the FMA instruction where the CPU
+// has it (compiled for FMA, chosen at run time) or fma emulated where it
+// has neither FMA nor FMA4; else one at a time.
 //
 // WHAT IT IS
 //   The algorithm of ARM's optimized-routines expf, which glibc ≥ 2.28 ships
@@ -31,6 +32,7 @@
 #include <limits>
 
 #include <kiln/detail/avx512.hpp>
+#include <kiln/detail/cpu_features.hpp>
 #if !defined(__AVX512F__) && ((defined(__AVX2__) && defined(__FMA__)) || defined(__SSE2_MATH__))
 #include <immintrin.h>
 #endif
@@ -128,19 +130,14 @@ struct library_fma {
 /// glibc's std::fma is the instruction; asked once. Where not, glibc's is
 /// software (a call with floating-point environment changes, ≈ 17×
 /// exact_fma's time), so exact_fma computes the same double.
-inline bool cpu_fuses() {
-  static const bool fuses = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("fma") || __builtin_cpu_supports("fma4");
-  }();
-  return fuses;
-}
+inline bool cpu_fuses() { return cpu_has_fma() || cpu_has_fma4(); }
 #endif
 
 /// True when x takes the special path: |x| ≥ 88, inf, NaN.
 inline bool special(float x) { return ((std::bit_cast<std::uint32_t>(x) >> 20) & 0x7FF) > 0x42A; }
 
-/// e^x, its multiply-adds fused by `fused` (library_fma or emulated_fma).
+/// e^x, its multiply-adds fused by `fused` (library_fma, emulated_fma, or
+/// exp_shifted_by's first lane of its two-lane one).
 template <class Fma>
 float exp_by(float x, Fma fused) {
   if (special(x)) {
@@ -192,22 +189,31 @@ inline void store_patched(__m128 args4, __m128 values4, float scale, float* y) {
 #endif
 
 #if KILN_DETAIL_EXACT_FMA
-/// exp_shifted (below) with exact_fma's multiply-adds: the same bits as
-/// exp_shifted on any CPU; exp_shifted takes it where the CPU cannot fuse.
-inline void exp_shifted_emulated(const float* x, float m, float l, float scale, float* y, std::size_t n) {
+/// The two-lane multiply-adds of exp_shifted_by: exact_fma, or the FMA
+/// instruction (inlined only into code compiled for FMA: exp_shifted_fused).
+struct emulated_fma2 {
+  __m128d operator()(__m128d a, __m128d b, __m128d c) const { return exact_fma(a, b, c); }
+};
+struct instruction_fma2 {
+  [[gnu::target("fma")]] __m128d operator()(__m128d a, __m128d b, __m128d c) const { return _mm_fmadd_pd(a, b, c); }
+};
+
+/// exp_shifted (below) 4 at a time in two halves of 2 doubles, each
+/// multiply-add `fused` on both lanes (the tail on its first lane): the
+/// same bits as exp_shifted on any CPU, with either of the two.
+template <class Fma2>
+void exp_shifted_by(const float* x, float m, float l, float scale, float* y, std::size_t n, Fma2 fused) {
   std::size_t i = 0;
-  // (the same operations 4 at a time, in two halves of 2 doubles, each
-  // multiply-add the two-lane exact_fma: no call per value)
   const __m128d inv = _mm_set1_pd(inv_ln2_32), sh = _mm_set1_pd(shift), one = _mm_set1_pd(1.0);
   const auto half = [&](__m128d xd) {  // e^x of 2 lanes, in the low half
-    const __m128d shifted = exact_fma(inv, xd, sh);
-    const __m128d r = exact_fma(inv, xd, _mm_xor_pd(_mm_sub_pd(shifted, sh), _mm_set1_pd(-0.0)));
+    const __m128d shifted = fused(inv, xd, sh);
+    const __m128d r = fused(inv, xd, _mm_xor_pd(_mm_sub_pd(shifted, sh), _mm_set1_pd(-0.0)));
     alignas(16) std::uint64_t k[2];
     _mm_store_si128(reinterpret_cast<__m128i*>(k), _mm_castpd_si128(shifted));
     const __m128d s = _mm_castsi128_pd(_mm_set_epi64x(static_cast<long long>(table[k[1] % 32] + (k[1] << 47)),
                                                       static_cast<long long>(table[k[0] % 32] + (k[0] << 47))));
-    const __m128d p = exact_fma(exact_fma(r, _mm_set1_pd(c0), _mm_set1_pd(c1)), _mm_mul_pd(r, r),
-                                exact_fma(r, _mm_set1_pd(c2), one));
+    const __m128d p =
+        fused(fused(r, _mm_set1_pd(c0), _mm_set1_pd(c1)), _mm_mul_pd(r, r), fused(r, _mm_set1_pd(c2), one));
     return _mm_cvtpd_ps(_mm_mul_pd(p, s));
   };
   for (; i < n / 4 * 4; i += 4) {  // (i + 4 <= n made g++ warn of i overflowing, inlined into the loss)
@@ -216,7 +222,23 @@ inline void exp_shifted_emulated(const float* x, float m, float l, float scale, 
                                   _mm_set1_ps(scale));
     store_patched(a4, out, scale, y + i);
   }
-  for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, emulated_fma{}) * scale;
+  const auto first_lane = [&](double a, double b, double c) {
+    return _mm_cvtsd_f64(fused(_mm_set_sd(a), _mm_set_sd(b), _mm_set_sd(c)));
+  };
+  for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, first_lane) * scale;
+}
+
+/// exp_shifted_by with exact_fma: exp_shifted takes it where the CPU cannot fuse.
+inline void exp_shifted_emulated(const float* x, float m, float l, float scale, float* y, std::size_t n) {
+  exp_shifted_by(x, m, l, scale, y, n, emulated_fma2{});
+}
+
+/// exp_shifted_by with the FMA instruction, compiled for FMA (every call in
+/// it inlined; clang before 17 inlines only the calls written here):
+/// exp_shifted takes it where the CPU has FMA.
+[[gnu::target("fma"), gnu::flatten]] inline void exp_shifted_fused(const float* x, float m, float l, float scale,
+                                                                   float* y, std::size_t n) {
+  exp_shifted_by(x, m, l, scale, y, n, instruction_fma2{});
 }
 #endif
 
@@ -277,6 +299,10 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
     store_patched(a4, out, scale, y + i);
   }
 #elif KILN_DETAIL_EXACT_FMA
+  if (cpu_has_fma()) {
+    exp_shifted_fused(x, m, l, scale, y, n);
+    return;
+  }
   if (!cpu_fuses()) {
     exp_shifted_emulated(x, m, l, scale, y, n);
     return;

@@ -11,8 +11,10 @@
 //   every x86-64 CPU that kiln is compiled for, and in the tail of
 //   an array (masked loads, not a scalar loop). No product feeds an addition
 //   except through fma: the compiler has nothing left to contract.
-//   `native_pack` is the widest the target has; f64 overloads call std::
-//   per element (double keeps libm's accuracy).
+//   `native_pack` is the widest the target has (in a build for the x86-64
+//   baseline, each function runs through with_pack: the SSE2 pack with the
+//   FMA instruction where the CPU has it); f64 overloads call std:: per
+//   element (double keeps libm's accuracy).
 // ACCURACY (f32, against double std:: over every 257th float of a range;
 //   tests/detail/vector_math_test.cpp asserts the bounds, docs/performance.md)
 //   exp ≤ 1.1 ulp; tanh ≤ 1.5; sigmoid, erf ≤ 2.5; gelu ≤ 8 ulp for x ≥ −2,
@@ -208,19 +210,21 @@ float max_of(const float* x, std::size_t n) {
 /// order on every CPU). y may be null: the values are then only summed.
 template <class P = native_pack>
 float exp_affine_sum(const float* x, float a, float b, std::size_t n, float* y) {
-  const auto f = [&](typename P::v v) { return kernel::exp<P>(P::fma(v, P::set(a), P::set(b))); };
   float sum = 0;
-  if (y) {
-    map<P>(x, y, n, f);
-    for (std::size_t i = 0; i < n; ++i) sum += y[i];
-    return sum;
-  }
-  alignas(64) float block[64];
-  for (std::size_t i = 0; i < n; i += 64) {
-    const std::size_t k = n - i < 64 ? n - i : 64;
-    map<P>(x + i, block, k, f);
-    for (std::size_t j = 0; j < k; ++j) sum += block[j];
-  }
+  with_pack<P>([&]<class Q>(Q) {
+    const auto f = [&](typename Q::v v) { return kernel::exp<Q>(Q::fma(v, Q::set(a), Q::set(b))); };
+    if (y) {
+      map<Q>(x, y, n, f);
+      for (std::size_t i = 0; i < n; ++i) sum += y[i];
+      return;
+    }
+    alignas(64) float block[64];
+    for (std::size_t i = 0; i < n; i += 64) {
+      const std::size_t k = n - i < 64 ? n - i : 64;
+      map<Q>(x + i, block, k, f);
+      for (std::size_t j = 0; j < k; ++j) sum += block[j];
+    }
+  });
   return sum;
 }
 inline double exp_affine_sum(const double* x, double a, double b, std::size_t n, double* y) {
@@ -235,29 +239,29 @@ inline double exp_affine_sum(const double* x, double a, double b, std::size_t n,
 
 template <class P = native_pack>
 void exp(const float* x, float* y, std::size_t n) {
-  map<P>(x, y, n, [](typename P::v v) { return kernel::exp<P>(v); });
+  with_pack<P>([&]<class Q>(Q) { map<Q>(x, y, n, [](typename Q::v v) { return kernel::exp<Q>(v); }); });
 }
 template <class P = native_pack>
 void tanh(const float* x, float* y, std::size_t n) {
-  map<P>(x, y, n, [](typename P::v v) { return kernel::tanh<P>(v); });
+  with_pack<P>([&]<class Q>(Q) { map<Q>(x, y, n, [](typename Q::v v) { return kernel::tanh<Q>(v); }); });
 }
 inline void tanh(const double* x, double* y, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
 }
 template <class P = native_pack>
 void sigmoid(const float* x, float* y, std::size_t n) {
-  map<P>(x, y, n, [](typename P::v v) { return kernel::sigmoid<P>(v); });
+  with_pack<P>([&]<class Q>(Q) { map<Q>(x, y, n, [](typename Q::v v) { return kernel::sigmoid<Q>(v); }); });
 }
 inline void sigmoid(const double* x, double* y, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = 1 / (1 + std::exp(-x[i]));
 }
 template <class P = native_pack>
 void erf(const float* x, float* y, std::size_t n) {
-  map<P>(x, y, n, [](typename P::v v) { return kernel::erf<P>(v); });
+  with_pack<P>([&]<class Q>(Q) { map<Q>(x, y, n, [](typename Q::v v) { return kernel::erf<Q>(v); }); });
 }
 template <class P = native_pack>
 void gelu(const float* x, float* y, std::size_t n) {
-  map<P>(x, y, n, [](typename P::v v) { return kernel::gelu<P>(v); });
+  with_pack<P>([&]<class Q>(Q) { map<Q>(x, y, n, [](typename Q::v v) { return kernel::gelu<Q>(v); }); });
 }
 /// PyTorch's formula, with libm's erf.
 inline void gelu(const double* x, double* y, std::size_t n) {
@@ -266,14 +270,18 @@ inline void gelu(const double* x, double* y, std::size_t n) {
 /// dx = dy · gelu′(x).
 template <class P = native_pack>
 void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) {
-  map<P>(x, dy, dx, n, [](typename P::v v, typename P::v d) { return P::mul(d, kernel::gelu_derivative<P>(v)); });
+  with_pack<P>([&]<class Q>(Q) {
+    map<Q>(x, dy, dx, n, [](typename Q::v v, typename Q::v d) { return Q::mul(d, kernel::gelu_derivative<Q>(v)); });
+  });
 }
 /// dx = dy · gelu′(x), given y = gelu(x) as vmath::gelu computed it (the
 /// layer's stored output): Φ(x) = y / x (kernel::gelu_derivative_given_output).
 template <class P = native_pack>
 void gelu_backward(const float* x, const float* y, const float* dy, float* dx, std::size_t n) {
-  map<P>(x, y, dy, dx, n, [](typename P::v v, typename P::v out, typename P::v d) {
-    return P::mul(d, kernel::gelu_derivative_given_output<P>(v, out));
+  with_pack<P>([&]<class Q>(Q) {
+    map<Q>(x, y, dy, dx, n, [](typename Q::v v, typename Q::v out, typename Q::v d) {
+      return Q::mul(d, kernel::gelu_derivative_given_output<Q>(v, out));
+    });
   });
 }
 
@@ -293,15 +301,19 @@ inline const bf16_value_table& gelu_derivative_table() {
 template <class P = native_pack>
 void gelu_of_bf16_values(const float* x, float* y, std::size_t n) {
   const bf16_value_table& t = gelu_table();
-  map<P>(x, y, n, [&t](typename P::v v) {
-    return t.lookup<P>(v, [](typename P::v u) { return kernel::gelu<P>(u); });
+  with_pack<P>([&]<class Q>(Q) {
+    map<Q>(x, y, n, [&t](typename Q::v v) {
+      return t.lookup<Q>(v, [](typename Q::v u) { return kernel::gelu<Q>(u); });
+    });
   });
 }
 template <class P = native_pack>
 void gelu_backward_of_bf16_values(const float* x, const float* dy, float* dx, std::size_t n) {
   const bf16_value_table& t = gelu_derivative_table();
-  map<P>(x, dy, dx, n, [&t](typename P::v v, typename P::v d) {
-    return P::mul(d, t.lookup<P>(v, [](typename P::v u) { return kernel::gelu_derivative<P>(u); }));
+  with_pack<P>([&]<class Q>(Q) {
+    map<Q>(x, dy, dx, n, [&t](typename Q::v v, typename Q::v d) {
+      return Q::mul(d, t.lookup<Q>(v, [](typename Q::v u) { return kernel::gelu_derivative<Q>(u); }));
+    });
   });
 }
 inline void gelu_backward(const double* x, const double* dy, double* dx, std::size_t n) {
@@ -314,8 +326,11 @@ inline void gelu_backward(const double* x, const double* dy, double* dx, std::si
 /// dx = dy · (1 − y²), y = tanh(x) (1 − y² fused).
 template <class P = native_pack>
 void tanh_backward(const float* y, const float* dy, float* dx, std::size_t n) {
-  map<P>(y, dy, dx, n,
-         [](typename P::v v, typename P::v d) { return P::mul(d, P::fma(P::xor_sign(v, P::set(-1.0f)), v, P::set(1.0f))); });
+  with_pack<P>([&]<class Q>(Q) {
+    map<Q>(y, dy, dx, n, [](typename Q::v v, typename Q::v d) {
+      return Q::mul(d, Q::fma(Q::xor_sign(v, Q::set(-1.0f)), v, Q::set(1.0f)));
+    });
+  });
 }
 inline void tanh_backward(const double* y, const double* dy, double* dx, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dx[i] = dy[i] * (1 - y[i] * y[i]);

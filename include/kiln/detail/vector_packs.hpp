@@ -7,7 +7,9 @@
 // in every pack; and 4 (sse2_pack: x86-64 without AVX2 + FMA, fused
 // multiply-adds the instruction where there is one, else computed exact in
 // double).
-// `native_pack` is the widest the target has.
+// `native_pack` is the widest the target has. In a build for the x86-64
+// baseline a CPU with FMA runs sse2_fma_pack, compiled for FMA, instead
+// (with_pack: vector_math.hpp's functions call it).
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
@@ -15,8 +17,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <kiln/detail/avx512.hpp>
+#include <kiln/detail/cpu_features.hpp>
 #if !defined(__AVX512F__) && (defined(__AVX2__) || defined(__SSE2__))
 #include <immintrin.h>
 #endif
@@ -303,15 +307,67 @@ struct sse2_pack {
 };
 #endif
 
+/// 1 in a build whose native pack is sse2_pack with fma emulated (the
+/// x86-64 baseline; g++ or clang): there a CPU with FMA runs the functions
+/// on sse2_fma_pack instead, compiled for FMA (with_pack). The same bits
+/// either way.
+#if defined(__SSE2__) && !defined(__AVX512F__) && !defined(__FMA__) && !defined(__FMA4__) && defined(__GNUC__)
+#define KILN_DETAIL_FMA_DISPATCH 1
+#else
+#define KILN_DETAIL_FMA_DISPATCH 0
+#endif
+
+#if KILN_DETAIL_FMA_DISPATCH
+/// sse2_pack with the FMA instruction, for a CPU with FMA in a build that
+/// does not target it: its fma is inlined only into code compiled for FMA
+/// (run_fused, below).
+struct sse2_fma_pack : sse2_pack {
+  [[gnu::target("fma")]] static v fma(v a, v b, v c) { return _mm_fmadd_ps(a, b, c); }
+};
+
+/// sse2_pack, telling with_pack to take sse2_fma_pack where the CPU has
+/// FMA: the baseline build's native_pack.
+struct sse2_native_pack : sse2_pack {};
+
+/// run(sse2_fma_pack{}) compiled for FMA, everything it calls inlined into
+/// it (g++; clang before 17 inlines only the calls written in it, so there
+/// each fma stays a call, to the instruction).
+template <class Run>
+[[gnu::target("fma"), gnu::flatten]] void run_fused(Run& run) {
+  run(sse2_fma_pack{});
+}
+#endif
+
 #if defined(__AVX512F__)
 using native_pack = avx512_pack;
 #elif defined(__AVX2__) && defined(__FMA__)
 using native_pack = avx2_pack;
+#elif KILN_DETAIL_FMA_DISPATCH
+using native_pack = sse2_native_pack;
 #elif defined(__SSE2__)
 using native_pack = sse2_pack;
 #else
 using native_pack = scalar_pack;
 #endif
+
+/// run(P{}): a function's loop on pack P. In a build for the x86-64
+/// baseline, P = native_pack (sse2_native_pack) runs sse2_fma_pack compiled
+/// for FMA on a CPU with FMA, else sse2_pack (its fma emulated): the same
+/// bits.
+template <class P, class Run>
+void with_pack(Run&& run) {
+#if KILN_DETAIL_FMA_DISPATCH
+  if constexpr (std::is_same_v<P, sse2_native_pack>) {
+    if (cpu_has_fma()) {
+      run_fused(run);
+    } else {
+      run(sse2_pack{});
+    }
+    return;
+  }
+#endif
+  run(P{});
+}
 
 }  // namespace kiln::detail::vmath
 

@@ -1,0 +1,33 @@
+// kiln/detail/cpu_features.hpp — what the CPU has, asked at run time (once)
+// where a build for an older target can use more: a build for the x86-64
+// baseline runs its vector math with the FMA instruction on a CPU that has
+// it (detail/vector_packs.hpp's with_pack, detail/libm_expf.hpp's
+// exp_shifted). Every other choice of kernel is made at compile time, from
+// the target's instruction sets.
+#pragma once
+#include <kiln/detail/internal_header.hpp>
+
+namespace kiln::detail {
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+/// True when the CPU has FMA (and the system keeps the AVX registers the
+/// instruction uses: libgcc's query checks both).
+inline bool cpu_has_fma() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma") != 0;
+  }();
+  return has;
+}
+
+/// True when the CPU has AMD's FMA4 (Bulldozer; later AMD CPUs have FMA).
+inline bool cpu_has_fma4() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma4") != 0;
+  }();
+  return has;
+}
+#endif
+
+}  // namespace kiln::detail
