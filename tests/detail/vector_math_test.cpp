@@ -323,11 +323,9 @@ TEST(vector_math, every_length_gives_the_same_bits_in_every_position) {
 #if KILN_DETAIL_FMA_DISPATCH
 // In a build for the x86-64 baseline, each function runs the SSE2 pack with
 // the FMA instruction where the CPU has it (sse2_fma_pack, compiled for
-// FMA) and with fma emulated in double where not (sse2_pack): the two must
-// give the same bits. The sweeps above check whichever this CPU runs
-// against the scalar pack; this checks the other one too, every function
-// and tails of 1 to 3.
-TEST(vector_math, with_pack_takes_the_fma_instruction_where_the_cpu_has_it) {
+// FMA) and with fma emulated in double where not (sse2_pack): with_pack
+// chooses.
+TEST(vector_math, with_pack_takes_the_fused_pack_where_the_cpu_has_fma) {
   __builtin_cpu_init();
   const bool has_fma = __builtin_cpu_supports("fma") != 0;
   int fused = 0, emulated = 0, other = 0;
@@ -349,7 +347,11 @@ TEST(vector_math, with_pack_takes_the_fma_instruction_where_the_cpu_has_it) {
   EXPECT_EQ(other, 1);
 }
 
+// The two must give the same bits. The sweeps above check the one this CPU
+// runs against the scalar pack; on a CPU with FMA this checks the emulated
+// one too, every function, tails of 1 to 3, exp_affine_sum stored or not.
 TEST(vector_math, fused_and_emulated_sse2_packs_give_the_same_bits) {
+  if (!kiln::detail::cpu_has_fma()) GTEST_SKIP() << "no FMA: both sides would be the emulated pack";
   std::vector<float> x = sweep(-12.0f, 12.0f, 4099);
   for (float v : {-100.0f, 100.0f, -0.0f, 0.0f, 1e-40f, std::numeric_limits<float>::infinity(),
                   -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()})
@@ -402,6 +404,9 @@ TEST(vector_math, fused_and_emulated_sse2_packs_give_the_same_bits) {
     const float sum_b = vm::exp_affine_sum<vm::sse2_pack>(x.data(), 0.5f, -1.0f, n, b.data());
     compare("exp_affine_sum", n);
     EXPECT_EQ(bits_of(sum_a), bits_of(sum_b)) << "exp_affine_sum's sum, n = " << n;
+    EXPECT_EQ(bits_of(vm::exp_affine_sum<>(x.data(), 0.5f, -1.0f, n, nullptr)),
+              bits_of(vm::exp_affine_sum<vm::sse2_pack>(x.data(), 0.5f, -1.0f, n, nullptr)))
+        << "exp_affine_sum's sum, not stored, n = " << n;
   }
 }
 #endif
@@ -432,9 +437,9 @@ TEST(vector_math, exp_affine_sum_adds_in_index_order_stored_or_not) {
 /// every exponent the kernels reach and beyond, sums that cancel, products
 /// whose exact sum with c sits at or next to a midpoint between floats
 /// (where rounding twice, to double and then to float, would differ), and
-/// the special values.
+/// the special values. In a build for the baseline on a CPU with FMA, the
+/// fused pack's (the instruction) too.
 TEST(vector_math, sse2_fma_is_std_fma_bit_for_bit) {
-  using P = vm::sse2_pack;
   std::vector<std::array<float, 3>> cases;
   std::uint64_t state = 12345;
   const auto next = [&state] {  // (xorshift: reproducible, no dependency)
@@ -484,21 +489,27 @@ TEST(vector_math, sse2_fma_is_std_fma_bit_for_bit) {
   for (float a : specials)
     for (float b : specials)
       for (float c : specials) cases.push_back({a, b, c});
-  std::size_t differ = 0;
-  for (std::size_t i = 0; i + 4 <= cases.size(); i += 4) {
-    alignas(16) float a[4], b[4], c[4], got[4];
-    for (int l = 0; l < 4; ++l) a[l] = cases[i + l][0], b[l] = cases[i + l][1], c[l] = cases[i + l][2];
-    _mm_store_ps(got, P::fma(_mm_load_ps(a), _mm_load_ps(b), _mm_load_ps(c)));
-    for (int l = 0; l < 4; ++l) {
-      const float want = std::fma(a[l], b[l], c[l]);
-      const bool same = std::isnan(want) ? std::isnan(got[l])
-                                         : std::bit_cast<std::uint32_t>(got[l]) == std::bit_cast<std::uint32_t>(want);
-      if (!same && ++differ <= 5)
-        ADD_FAILURE() << std::hexfloat << "fma(" << a[l] << ", " << b[l] << ", " << c[l] << ") = " << got[l]
-                      << ", std::fma " << want;
+  const auto check = [&]<class P>(P, const char* pack) {
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i + 4 <= cases.size(); i += 4) {
+      alignas(16) float a[4], b[4], c[4], got[4];
+      for (int l = 0; l < 4; ++l) a[l] = cases[i + l][0], b[l] = cases[i + l][1], c[l] = cases[i + l][2];
+      _mm_store_ps(got, P::fma(_mm_load_ps(a), _mm_load_ps(b), _mm_load_ps(c)));
+      for (int l = 0; l < 4; ++l) {
+        const float want = std::fma(a[l], b[l], c[l]);
+        const bool same = std::isnan(want) ? std::isnan(got[l])
+                                           : std::bit_cast<std::uint32_t>(got[l]) == std::bit_cast<std::uint32_t>(want);
+        if (!same && ++differ <= 5)
+          ADD_FAILURE() << pack << std::hexfloat << ": fma(" << a[l] << ", " << b[l] << ", " << c[l]
+                        << ") = " << got[l] << ", std::fma " << want;
+      }
     }
-  }
-  EXPECT_EQ(differ, 0u) << "of " << cases.size();
+    EXPECT_EQ(differ, 0u) << pack << ", of " << cases.size();
+  };
+  check(vm::sse2_pack{}, "sse2_pack");
+#if KILN_DETAIL_FMA_DISPATCH
+  if (kiln::detail::cpu_has_fma()) check(vm::sse2_fma_pack{}, "sse2_fma_pack");
+#endif
 }
 #endif
 
@@ -514,8 +525,9 @@ TEST(vector_math, sse2_fma_is_std_fma_bit_for_bit) {
 // second (without the rounding to odd 2,100,839 of the 4.2 million pairs
 // differ; with each lane's parity or sign taken from the other lane, some
 // differ too; counts from a g++ build: clang may draw other triples, the
-// order of a call's arguments being unspecified); and exp_shifted_emulated
-// gives exp's bits.
+// order of a call's arguments being unspecified); on a CPU with FMA the
+// instruction's two lanes too (instruction_fma2, exp_shifted_fused's); and
+// exp_shifted_emulated gives exp's bits.
 #if KILN_DETAIL_EXACT_FMA
 TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
   struct triples {  // (xorshift: reproducible, no dependency)
@@ -538,6 +550,7 @@ TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
   };
   triples first{777}, second{4242};  // the two-lane one's second lane takes the other kind of triple
   std::size_t differ = 0, count = 0;
+  const bool has_fma = kiln::detail::cpu_has_fma();
   const auto check = [&](std::array<double, 3> t, std::array<double, 3> u) {
     ++count;
     const auto same = [](double x, double y) {
@@ -548,6 +561,14 @@ TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
     _mm_store_pd(lanes, kiln::detail::libm_expf::exact_fma(_mm_set_pd(u[0], t[0]), _mm_set_pd(u[1], t[1]),
                                                            _mm_set_pd(u[2], t[2])));
     const double want_u = std::fma(u[0], u[1], u[2]);
+    if (has_fma) {  // the instruction's two lanes, as exp_shifted_fused takes them
+      alignas(16) double fused[2];
+      _mm_store_pd(fused, kiln::detail::libm_expf::instruction_fma2{}(_mm_set_pd(u[0], t[0]), _mm_set_pd(u[1], t[1]),
+                                                                      _mm_set_pd(u[2], t[2])));
+      if ((!same(fused[0], want) || !same(fused[1], want_u)) && ++differ <= 5)
+        ADD_FAILURE() << std::hexfloat << "instruction_fma2: " << fused[0] << ", " << fused[1] << "; std::fma " << want
+                      << ", " << want_u;
+    }
     if ((!same(got, want) || !same(lanes[0], want) || !same(lanes[1], want_u)) && ++differ <= 5)
       ADD_FAILURE() << std::hexfloat << "fma(" << t[0] << ", " << t[1] << ", " << t[2] << ") = " << got << " and "
                     << lanes[0] << " (two lanes), std::fma " << want << "; second lane fma(" << u[0] << ", " << u[1]

@@ -2,8 +2,8 @@
 // where a build for an older target can use more: a build for the x86-64
 // baseline runs its vector math with the FMA instruction on a CPU that has
 // it (detail/vector_packs.hpp's with_pack, detail/libm_expf.hpp's
-// exp_shifted). Every other choice of kernel is made at compile time, from
-// the target's instruction sets.
+// exp_shifted). Every other choice of instruction set is made at compile
+// time, from the target's.
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 

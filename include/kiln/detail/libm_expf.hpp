@@ -55,12 +55,13 @@ inline constexpr double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, 
 
 /// 1 in a build for x86 whose doubles are SSE2's (not x87's extended
 /// precision) and that cannot fuse a·b + c (no FMA, FMA4 or AVX-512F: the
-/// x86-64 baseline), so may run on a CPU without FMA: there cpu_fuses asks
-/// the CPU. Elsewhere it takes std::fma.
+/// x86-64 baseline), so may run on a CPU without FMA: there exp_shifted
+/// asks the CPU (cpu_has_fma, then cpu_fuses). Elsewhere it takes std::fma.
 /// (Not under -ffast-math, which may reassociate exact_fma's sums; nor may
-/// -fassociative-math alone be used, which the macro cannot see.)
+/// -fassociative-math alone be used, which the macro cannot see. g++ or
+/// clang, as detail/cpu_features.hpp.)
 #if defined(__SSE2_MATH__) && !defined(__FMA__) && !defined(__FMA4__) && !defined(__AVX512F__) && \
-    !defined(__FAST_MATH__)
+    !defined(__FAST_MATH__) && defined(__GNUC__)
 #define KILN_DETAIL_EXACT_FMA 1
 #else
 #define KILN_DETAIL_EXACT_FMA 0
@@ -200,7 +201,8 @@ struct instruction_fma2 {
 
 /// exp_shifted (below) 4 at a time in two halves of 2 doubles, each
 /// multiply-add `fused` on both lanes (the tail on its first lane): the
-/// same bits as exp_shifted on any CPU, with either of the two.
+/// same bits as exp_shifted, with either of the two (instruction_fma2 on a
+/// CPU with FMA only).
 template <class Fma2>
 void exp_shifted_by(const float* x, float m, float l, float scale, float* y, std::size_t n, Fma2 fused) {
   std::size_t i = 0;

@@ -307,10 +307,11 @@ struct sse2_pack {
 };
 #endif
 
-/// 1 in a build whose native pack is sse2_pack with fma emulated (the
+/// 1 in a build whose native pack would be sse2_pack with fma emulated (the
 /// x86-64 baseline; g++ or clang): there a CPU with FMA runs the functions
 /// on sse2_fma_pack instead, compiled for FMA (with_pack). The same bits
-/// either way.
+/// either way. (Also under -ffast-math, where libm_expf's emulation is off:
+/// the instruction needs none of the emulation's exact sums.)
 #if defined(__SSE2__) && !defined(__AVX512F__) && !defined(__FMA__) && !defined(__FMA4__) && defined(__GNUC__)
 #define KILN_DETAIL_FMA_DISPATCH 1
 #else
@@ -363,10 +364,12 @@ void with_pack(Run&& run) {
     } else {
       run(sse2_pack{});
     }
-    return;
+  } else {
+    run(P{});
   }
-#endif
+#else
   run(P{});
+#endif
 }
 
 }  // namespace kiln::detail::vmath

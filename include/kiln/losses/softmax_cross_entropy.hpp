@@ -105,7 +105,8 @@ struct softmax_cross_entropy {
         const std::size_t argmax = static_cast<std::size_t>(std::max_element(col, col + class_count) - col);
         const T m = col[argmax];
         // f32: glibc's expf, bit for bit, 8 classes at a time with AVX-512, 4 with AVX2 + FMA or (in a
-        // baseline build) on a CPU without FMA, else one (detail/libm_expf.hpp); f64: std::exp
+        // baseline build) on a CPU with FMA or with neither FMA nor FMA4, else one
+        // (detail/libm_expf.hpp); f64: std::exp
         constexpr bool f32 = std::is_same_v<T, float>;
         T denom = 0;
         if constexpr (f32) {
