@@ -4,7 +4,8 @@
 //
 // WHAT IT IS
 //   Each function is one sequence of operations on a "pack" (avx512_pack,
-//   avx2_pack, sse2_pack, sse2_fma_pack, scalar_pack: detail/vector_packs.hpp): the same polynomial, the same clamps, and every
+//   avx2_pack, sse2_pack, sse2_fma_pack, scalar_pack:
+//   detail/vector_packs.hpp): the same polynomial, the same clamps, and every
 //   multiply-add an explicit fused one (std::fma in the scalar pack; in the
 //   SSE2 one the instruction with FMA, else exact in double), so an
 //   element's result has the same bits whichever pack computes it — on
