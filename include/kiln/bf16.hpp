@@ -21,6 +21,8 @@
 #include <bit>
 #include <cstdint>
 
+#include <kiln/detail/build_target.hpp>  // (native_bf16_products depends on the target)
+
 namespace kiln {
 
 struct bf16 {
