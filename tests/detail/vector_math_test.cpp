@@ -520,14 +520,14 @@ TEST(vector_math, sse2_fma_is_std_fma_bit_for_bit) {
 // midpoint of the product's ulp, and sums just off a midpoint of c's ulp
 // (a·b = ±ulp(c)/2 · (1 − 2^−2k), k ≥ 27, so that a·b is not a double),
 // which a second rounding to nearest gets wrong where c is odd. The
-// two-lane exact_fma (exp_shifted_emulated's; the scalar one is its first
-// lane) takes each triple in its first lane and one of the other kind in its
-// second (without the rounding to odd 2,100,839 of the 4.2 million pairs
+// two-lane exact_fma (exp_shifted_emulated's; the scalar one,
+// first_lane_of<emulated_fma2>, is its first lane) takes each triple in its
+// first lane and one of the other kind in its second (without the rounding to odd 2,100,839 of the 4.2 million pairs
 // differ; with each lane's parity or sign taken from the other lane, some
 // differ too; counts from a g++ build: clang may draw other triples, the
 // order of a call's arguments being unspecified); on a CPU with FMA the
-// instruction's two lanes too (instruction_fma2, exp_shifted_fused's); and
-// exp_shifted_emulated gives exp's bits.
+// instruction's two lanes too (instruction_fma2, exp_shifted's there, and
+// its first lane); and exp_shifted_emulated gives exp's bits.
 #if KILN_DETAIL_EXACT_FMA
 TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
   struct triples {  // (xorshift: reproducible, no dependency)
@@ -556,18 +556,20 @@ TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
     const auto same = [](double x, double y) {
       return std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(y);
     };
-    const double want = std::fma(t[0], t[1], t[2]), got = kiln::detail::libm_expf::exact_fma(t[0], t[1], t[2]);
+    namespace le = kiln::detail::libm_expf;
+    const double want = std::fma(t[0], t[1], t[2]), got = le::first_lane_of<le::emulated_fma2>{}(t[0], t[1], t[2]);
     alignas(16) double lanes[2];
     _mm_store_pd(lanes, kiln::detail::libm_expf::exact_fma(_mm_set_pd(u[0], t[0]), _mm_set_pd(u[1], t[1]),
                                                            _mm_set_pd(u[2], t[2])));
     const double want_u = std::fma(u[0], u[1], u[2]);
-    if (has_fma) {  // the instruction's two lanes, as exp_shifted_fused takes them
+    if (has_fma) {  // the instruction's two lanes, as exp_shifted takes them on a CPU with FMA, and its first
       alignas(16) double fused[2];
       _mm_store_pd(fused, kiln::detail::libm_expf::instruction_fma2{}(_mm_set_pd(u[0], t[0]), _mm_set_pd(u[1], t[1]),
                                                                       _mm_set_pd(u[2], t[2])));
-      if ((!same(fused[0], want) || !same(fused[1], want_u)) && ++differ <= 5)
-        ADD_FAILURE() << std::hexfloat << "instruction_fma2: " << fused[0] << ", " << fused[1] << "; std::fma " << want
-                      << ", " << want_u;
+      const double first = le::first_lane_of<le::instruction_fma2>{}(t[0], t[1], t[2]);
+      if ((!same(fused[0], want) || !same(fused[1], want_u) || !same(first, want)) && ++differ <= 5)
+        ADD_FAILURE() << std::hexfloat << "instruction_fma2: " << fused[0] << ", " << fused[1] << " (first lane alone "
+                      << first << "); std::fma " << want << ", " << want_u;
     }
     if ((!same(got, want) || !same(lanes[0], want) || !same(lanes[1], want_u)) && ++differ <= 5)
       ADD_FAILURE() << std::hexfloat << "fma(" << t[0] << ", " << t[1] << ", " << t[2] << ") = " << got << " and "
@@ -582,7 +584,8 @@ TEST(libm_expf, its_double_fma_is_std_fma_bit_for_bit) {
   std::size_t exp_differ = 0;
   const std::vector<float> xs = sweep(-110, 90, 171);
   for (float x : xs)
-    exp_differ += std::bit_cast<std::uint32_t>(exp_by(x, kiln::detail::libm_expf::emulated_fma{})) !=
+    exp_differ += std::bit_cast<std::uint32_t>(exp_by(
+                      x, kiln::detail::libm_expf::first_lane_of<kiln::detail::libm_expf::emulated_fma2>{})) !=
                   std::bit_cast<std::uint32_t>(exp_by(x, kiln::detail::libm_expf::library_fma{}));
   EXPECT_EQ(exp_differ, 0u) << "of " << xs.size();
   // and exp_shifted's loop with it (4 at a time, then a tail of 0 to 3), shifted and scaled

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include <kiln/detail/avx512.hpp>
 #include <kiln/detail/cpu_features.hpp>
@@ -109,15 +110,26 @@ inline __m128d exact_fma(__m128d a, __m128d b, __m128d c) {
   return _mm_add_pd(vh, _mm_castsi128_pd(_mm_or_si128(_mm_and_si128(step, stepped), _mm_andnot_si128(step, bits))));
 }
 
-/// exact_fma of one triple: the two-lane one's first lane (for the loops'
-/// tails and special lanes: one definition, tested lane by lane).
-inline double exact_fma(double a, double b, double c) {
-  return _mm_cvtsd_f64(exact_fma(_mm_set_sd(a), _mm_set_sd(b), _mm_set_sd(c)));
-}
+/// Two-lane multiply-adds: exact_fma (exp_shifted_by's and exp's where the
+/// CPU cannot fuse), or the FMA instruction (exp_shifted_by's where the CPU
+/// has FMA; inlined only into code compiled for FMA: run_compiled_for_fma,
+/// detail/cpu_features.hpp).
+struct emulated_fma2 {
+  __m128d operator()(__m128d a, __m128d b, __m128d c) const { return exact_fma(a, b, c); }
+};
+struct instruction_fma2 {
+  [[gnu::target("fma")]] __m128d operator()(__m128d a, __m128d b, __m128d c) const { return _mm_fmadd_pd(a, b, c); }
+};
 
-/// exact_fma as a function object (exp_by's multiply-add).
-struct emulated_fma {
-  double operator()(double a, double b, double c) const { return exact_fma(a, b, c); }
+/// A two-lane multiply-add on one triple, in its first lane: exp_by's
+/// multiply-add in exp_shifted_by's tail, and in exp where the CPU cannot
+/// fuse (first_lane_of<emulated_fma2>: one definition, tested lane by lane).
+template <class Fma2>
+struct first_lane_of {
+  static_assert(std::is_empty_v<Fma2>, "kiln: first_lane_of makes its own Fma2: a multiply-add without state");
+  double operator()(double a, double b, double c) const {
+    return _mm_cvtsd_f64(Fma2{}(_mm_set_sd(a), _mm_set_sd(b), _mm_set_sd(c)));
+  }
 };
 #endif
 
@@ -137,8 +149,8 @@ inline bool cpu_fuses() { return cpu_has_fma() || cpu_has_fma4(); }
 /// True when x takes the special path: |x| ≥ 88, inf, NaN.
 inline bool special(float x) { return ((std::bit_cast<std::uint32_t>(x) >> 20) & 0x7FF) > 0x42A; }
 
-/// e^x, its multiply-adds fused by `fused` (library_fma, emulated_fma, or
-/// exp_shifted_by's first lane of its two-lane one).
+/// e^x, its multiply-adds fused by `fused` (library_fma, or first_lane_of
+/// a two-lane one).
 template <class Fma>
 float exp_by(float x, Fma fused) {
   if (special(x)) {
@@ -160,7 +172,7 @@ float exp_by(float x, Fma fused) {
 /// that cannot fuse, with exact_fma.
 inline float exp(float x) {
 #if KILN_DETAIL_EXACT_FMA
-  if (!cpu_fuses()) return exp_by(x, emulated_fma{});
+  if (!cpu_fuses()) return exp_by(x, first_lane_of<emulated_fma2>{});
 #endif
   return exp_by(x, library_fma{});
 }
@@ -190,21 +202,17 @@ inline void store_patched(__m128 args4, __m128 values4, float scale, float* y) {
 #endif
 
 #if KILN_DETAIL_EXACT_FMA
-/// The two-lane multiply-adds of exp_shifted_by: exact_fma, or the FMA
-/// instruction (inlined only into code compiled for FMA: exp_shifted_fused).
-struct emulated_fma2 {
-  __m128d operator()(__m128d a, __m128d b, __m128d c) const { return exact_fma(a, b, c); }
-};
-struct instruction_fma2 {
-  [[gnu::target("fma")]] __m128d operator()(__m128d a, __m128d b, __m128d c) const { return _mm_fmadd_pd(a, b, c); }
-};
-
 /// exp_shifted (below) 4 at a time in two halves of 2 doubles, each
 /// multiply-add `fused` on both lanes (the tail on its first lane): the
 /// same bits as exp_shifted, with either of the two (instruction_fma2 on a
-/// CPU with FMA only).
+/// CPU with FMA only, in run_compiled_for_fma).
+struct exp_shifted_by {
+  template <class Fma2>
+  void operator()(Fma2 fused, const float* x, float m, float l, float scale, float* y, std::size_t n) const;
+};
 template <class Fma2>
-void exp_shifted_by(const float* x, float m, float l, float scale, float* y, std::size_t n, Fma2 fused) {
+void exp_shifted_by::operator()(Fma2 fused, const float* x, float m, float l, float scale, float* y,
+                                std::size_t n) const {
   std::size_t i = 0;
   const __m128d inv = _mm_set1_pd(inv_ln2_32), sh = _mm_set1_pd(shift), one = _mm_set1_pd(1.0);
   const auto half = [&](__m128d xd) {  // e^x of 2 lanes, in the low half
@@ -224,23 +232,12 @@ void exp_shifted_by(const float* x, float m, float l, float scale, float* y, std
                                   _mm_set1_ps(scale));
     store_patched(a4, out, scale, y + i);
   }
-  const auto first_lane = [&](double a, double b, double c) {
-    return _mm_cvtsd_f64(fused(_mm_set_sd(a), _mm_set_sd(b), _mm_set_sd(c)));
-  };
-  for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, first_lane) * scale;
+  for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, first_lane_of<Fma2>{}) * scale;
 }
 
 /// exp_shifted_by with exact_fma: exp_shifted takes it where the CPU cannot fuse.
 inline void exp_shifted_emulated(const float* x, float m, float l, float scale, float* y, std::size_t n) {
-  exp_shifted_by(x, m, l, scale, y, n, emulated_fma2{});
-}
-
-/// exp_shifted_by with the FMA instruction, compiled for FMA (every call in
-/// it inlined; clang before 17 inlines only the calls written here):
-/// exp_shifted takes it where the CPU has FMA.
-[[gnu::target("fma"), gnu::flatten]] inline void exp_shifted_fused(const float* x, float m, float l, float scale,
-                                                                   float* y, std::size_t n) {
-  exp_shifted_by(x, m, l, scale, y, n, instruction_fma2{});
+  exp_shifted_by{}(emulated_fma2{}, x, m, l, scale, y, n);
 }
 #endif
 
@@ -301,8 +298,9 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
     store_patched(a4, out, scale, y + i);
   }
 #elif KILN_DETAIL_EXACT_FMA
+  // (the FMA instruction where the CPU has it, compiled for it; exact_fma where it cannot fuse; else glibc's fma)
   if (cpu_has_fma()) {
-    exp_shifted_fused(x, m, l, scale, y, n);
+    run_compiled_for_fma(exp_shifted_by{}, instruction_fma2{}, x, m, l, scale, y, n);
     return;
   }
   if (!cpu_fuses()) {

@@ -321,7 +321,7 @@ struct sse2_pack {
 #if KILN_DETAIL_FMA_DISPATCH
 /// sse2_pack with the FMA instruction, for a CPU with FMA in a build that
 /// does not target it: its fma is inlined only into code compiled for FMA
-/// (run_fused, below).
+/// (with_pack runs it in run_compiled_for_fma, detail/cpu_features.hpp).
 struct sse2_fma_pack : sse2_pack {
   [[gnu::target("fma")]] static v fma(v a, v b, v c) { return _mm_fmadd_ps(a, b, c); }
 };
@@ -329,14 +329,6 @@ struct sse2_fma_pack : sse2_pack {
 /// sse2_pack, telling with_pack to take sse2_fma_pack where the CPU has
 /// FMA: the baseline build's native_pack.
 struct sse2_native_pack : sse2_pack {};
-
-/// run(sse2_fma_pack{}) compiled for FMA, everything it calls inlined into
-/// it (g++; clang before 17 inlines only the calls written in it, so there
-/// each fma stays a call, to the instruction).
-template <class Run>
-[[gnu::target("fma"), gnu::flatten]] void run_fused(Run& run) {
-  run(sse2_fma_pack{});
-}
 #endif
 
 #if defined(__AVX512F__)
@@ -360,7 +352,7 @@ void with_pack(Run&& run) {
 #if KILN_DETAIL_FMA_DISPATCH
   if constexpr (std::is_same_v<P, sse2_native_pack>) {
     if (cpu_has_fma()) {
-      run_fused(run);
+      run_compiled_for_fma(run, sse2_fma_pack{});
     } else {
       run(sse2_pack{});
     }
