@@ -106,9 +106,19 @@ inline void print_build_target(std::FILE* out, std::uint32_t bits) {
 }
 
 /// Records that `file` was compiled for `bits`; the first call's are the
-/// program's (in each shared library, its own: the record is hidden). A
-/// later call with other bits writes both to stderr and aborts. Returns true.
-[[gnu::visibility("hidden")]] inline bool check_build_target(std::uint32_t bits, const char* file) noexcept {
+/// program's. A later call with other bits writes both to stderr and
+/// aborts. Returns true.
+/// The record is shared exactly as kiln's own static data is: it is static
+/// data of an inline function, as kiln's tables of function pointers are
+/// static data of templates. So it is one record within an executable or
+/// a shared library, and one across libraries wherever their copies of
+/// kiln are one: with g++, across every library with default visibility,
+/// even one loaded RTLD_LOCAL (g++ makes such data one object in the
+/// whole process, STB_GNU_UNIQUE; two such plugins built for different
+/// targets then run one another's kernels); not across libraries built
+/// with -fvisibility=hidden, nor, with clang, across libraries loaded
+/// RTLD_LOCAL, which each keep their own kiln.
+inline bool check_build_target(std::uint32_t bits, const char* file) noexcept {
   static std::mutex guard;
   static bool seen = false;
   static std::uint32_t first_bits = 0;
