@@ -111,13 +111,13 @@ inline void print_build_target(std::FILE* out, std::uint32_t bits) {
 /// The record is shared exactly as kiln's own static data is: it is static
 /// data of an inline function, as kiln's tables of function pointers are
 /// static data of templates. So it is one record within an executable or
-/// a shared library, and one across libraries wherever their copies of
-/// kiln are one: with g++, across every library with default visibility,
-/// even one loaded RTLD_LOCAL (g++ makes such data one object in the
-/// whole process, STB_GNU_UNIQUE; two such plugins built for different
-/// targets then run one another's kernels); not across libraries built
-/// with -fvisibility=hidden, nor, with clang, across libraries loaded
-/// RTLD_LOCAL, which each keep their own kiln.
+/// a shared library, and one across libraries wherever that data is one:
+/// with g++ on glibc, across every library with default visibility, even
+/// one loaded RTLD_LOCAL (g++ makes such data one object in the whole
+/// process, STB_GNU_UNIQUE, unless -fno-gnu-unique; two such plugins built
+/// for different targets then call one another's kernels through those
+/// tables); not across libraries built with -fvisibility=hidden, nor, with
+/// clang, across libraries loaded RTLD_LOCAL, which each keep their own.
 inline bool check_build_target(std::uint32_t bits, const char* file) noexcept {
   static std::mutex guard;
   static bool seen = false;
@@ -142,7 +142,8 @@ inline bool check_build_target(std::uint32_t bits, const char* file) noexcept {
       "a file would run another's version (AVX-512 code on a CPU without it, or a kernel with packing space sized\n"
       "for another). Compile every file that includes kiln, in every library linked into this program or shared\n"
       "library, with the same -march options (and -ffast-math or not): in CMake, the same target_compile_options\n"
-      "or CMAKE_CXX_FLAGS for each of those targets.\n",
+      "or CMAKE_CXX_FLAGS for each of those targets. A shared library that needs a target of its own (a plugin)\n"
+      "keeps its own kiln when built with -fvisibility=hidden, if no kiln object passes between it and the rest.\n",
       stderr);
   std::fflush(stderr);
   std::abort();

@@ -34,11 +34,12 @@ inline bool cpu_has_fma4() {
 /// loop whose multiply-adds are the instruction (a function with
 /// [[gnu::target("fma")]] is inlined only into code compiled for FMA).
 /// Only where cpu_has_fma(). g++ inlines every call in it into it; clang
-/// (14 and 16 checked) inlines f's body, and the rest as its inliner
-/// chooses: in the vector math each fma stays a call to the instruction,
-/// in the loss's exp none does. Whatever is inlined here may have its
-/// a·b + c contracted into one fma (g++'s default -ffp-contract=fast), so
-/// f must not rely on a product and a sum staying apart.
+/// inlines f's body, and the rest as its inliner chooses (clang-16,
+/// checked: in the vector math each fma stays a call to the instruction,
+/// in the loss's exp none does). Whatever is inlined here may have its
+/// a·b + c contracted into one fma (g++'s -ffp-contract=fast, its default
+/// in the gnu++ modes; clang's default fuses a·b + c written as one
+/// expression), so f must not rely on a product and a sum staying apart.
 template <class F, class... Args>
 [[gnu::target("fma"), gnu::flatten]] void run_compiled_for_fma(F&& f, Args... args) {
   f(args...);
