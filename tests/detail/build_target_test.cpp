@@ -55,29 +55,25 @@ TEST(build_target, names_each_option_set) {
 
 // This file's options are what its compiler says it targets.
 TEST(build_target, this_files_options_are_its_targets) {
+  const std::uint32_t checked =
+      kd::target_sse2 | kd::target_avx512f | kd::target_fma | kd::target_avx2 | kd::target_fast_math;
+  std::uint32_t expected = 0;
 #if defined(__x86_64__)
-  EXPECT_NE(kd::this_build_target & kd::target_sse2, 0u);
+  expected |= kd::target_sse2;
 #endif
 #if defined(__AVX512F__)
-  EXPECT_NE(kd::this_build_target & kd::target_avx512f, 0u);
-#else
-  EXPECT_EQ(kd::this_build_target & kd::target_avx512f, 0u);
+  expected |= kd::target_avx512f;
 #endif
 #if defined(__FMA__)
-  EXPECT_NE(kd::this_build_target & kd::target_fma, 0u);
-#else
-  EXPECT_EQ(kd::this_build_target & kd::target_fma, 0u);
+  expected |= kd::target_fma;
 #endif
 #if defined(__AVX2__)
-  EXPECT_NE(kd::this_build_target & kd::target_avx2, 0u);
-#else
-  EXPECT_EQ(kd::this_build_target & kd::target_avx2, 0u);
+  expected |= kd::target_avx2;
 #endif
 #if defined(__FAST_MATH__)
-  EXPECT_NE(kd::this_build_target & kd::target_fast_math, 0u);
-#else
-  EXPECT_EQ(kd::this_build_target & kd::target_fast_math, 0u);
+  expected |= kd::target_fast_math;
 #endif
+  EXPECT_EQ(kd::this_build_target & checked, expected);
 }
 
 // Another file with the same options: the program goes on.

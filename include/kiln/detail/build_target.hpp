@@ -16,16 +16,19 @@
 #pragma once
 #include <kiln/detail/internal_header.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 
 namespace kiln::detail {
 
-/// The target options compared: each x86 instruction set the compiler says
-/// it targets (kiln's code, Eigen's and the compiler's vectorising depend on
-/// them), and -ffast-math; one bit each.
+/// The target options compared: the 29 x86 instruction sets below, as the
+/// compiler says it targets them (kiln's code, Eigen's and the compiler's
+/// vectorising depend on them), and -ffast-math; one bit each, bit i named
+/// build_target_names[i].
 enum build_target_bit : std::uint32_t {
   target_sse = 1u << 0,
   target_sse2 = 1u << 1,
@@ -58,48 +61,20 @@ enum build_target_bit : std::uint32_t {
   target_avx512fp16 = 1u << 28,
   target_fast_math = 1u << 29,
 };
+inline constexpr const char* build_target_names[] = {
+    "SSE", "SSE2", "SSE2-math", "SSE3", "SSSE3", "SSE4.1", "SSE4.2", "POPCNT", "AVX", "F16C", "FMA", "FMA4", "BMI",
+    "BMI2", "LZCNT", "AVX2", "AVX512F", "AVX512CD", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512IFMA", "AVX512VBMI",
+    "AVX512VBMI2", "AVX512VNNI", "AVX512BITALG", "AVX512VPOPCNTDQ", "AVX512BF16", "AVX512FP16", "-ffast-math",
+};
+static_assert(target_fast_math == 1u << (std::size(build_target_names) - 1),
+              "kiln: one name for each bit of build_target_bit, in order");
 
 /// Writes the names of the options in `bits` ("SSE SSE2 ... AVX2") to `out`.
 inline void print_build_target(std::FILE* out, std::uint32_t bits) {
-  static constexpr struct {
-    std::uint32_t bit;
-    const char* name;
-  } names[] = {
-      {target_sse, "SSE"},
-      {target_sse2, "SSE2"},
-      {target_sse2_math, "SSE2-math"},
-      {target_sse3, "SSE3"},
-      {target_ssse3, "SSSE3"},
-      {target_sse4_1, "SSE4.1"},
-      {target_sse4_2, "SSE4.2"},
-      {target_popcnt, "POPCNT"},
-      {target_avx, "AVX"},
-      {target_f16c, "F16C"},
-      {target_fma, "FMA"},
-      {target_fma4, "FMA4"},
-      {target_bmi, "BMI"},
-      {target_bmi2, "BMI2"},
-      {target_lzcnt, "LZCNT"},
-      {target_avx2, "AVX2"},
-      {target_avx512f, "AVX512F"},
-      {target_avx512cd, "AVX512CD"},
-      {target_avx512bw, "AVX512BW"},
-      {target_avx512dq, "AVX512DQ"},
-      {target_avx512vl, "AVX512VL"},
-      {target_avx512ifma, "AVX512IFMA"},
-      {target_avx512vbmi, "AVX512VBMI"},
-      {target_avx512vbmi2, "AVX512VBMI2"},
-      {target_avx512vnni, "AVX512VNNI"},
-      {target_avx512bitalg, "AVX512BITALG"},
-      {target_avx512vpopcntdq, "AVX512VPOPCNTDQ"},
-      {target_avx512bf16, "AVX512BF16"},
-      {target_avx512fp16, "AVX512FP16"},
-      {target_fast_math, "-ffast-math"},
-  };
   const char* separator = "";
-  for (const auto& n : names) {
-    if ((bits & n.bit) == 0) continue;
-    std::fprintf(out, "%s%s", separator, n.name);
+  for (std::size_t i = 0; i < std::size(build_target_names); ++i) {
+    if ((bits & (1u << i)) == 0) continue;
+    std::fprintf(out, "%s%s", separator, build_target_names[i]);
     separator = " ";
   }
   if (*separator == '\0') std::fputs("no SSE", out);
