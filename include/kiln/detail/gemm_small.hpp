@@ -23,7 +23,7 @@
 // at a time; A is read once per chunk. At such depths packing is a large
 // share of the product: on Zen 4, 784 × 256 × 64 went from 88 % of the FMA
 // peak to 95 % (kiln_gemm_benchmarks before and after, 3 interleaved runs;
-// docs/performance.md).
+// docs/performance-log.md).
 //
 // With Ops::narrow_products_in_place (both Ops; measured on Zen 4), a
 // product whose op(B) is at most Ops::narrow_rows wide (32 columns: the
@@ -37,7 +37,7 @@
 // an AVX2 build on Zen 4: 1.03×). With one tile, op(B)ᵀ is copied at most
 // once per block of depth. On Zen 4 the MLP's forward
 // product at 32 (256 × 32 × 784) went from 136 to 122 µs
-// (docs/performance.md has the others).
+// (docs/performance-log.md has the others).
 //
 // With Ops::l2_operand_in_place (AVX-512; off with AVX2, where it measured mixed),
 // a product whose op(A) is at most half of this CPU's L2 (read at run
@@ -52,7 +52,7 @@
 // forward and input gradients at batch 64 (256 × 64 × 784: as Cᵀ with a
 // 1 MiB L2, directly with 2 MiB), deep or long products whose packing the
 // tiles of C do not pay back:
-// docs/performance.md has the measurements.
+// docs/performance-log.md has the measurements.
 //
 // The sums are those of the blocked kernels, bit for bit: per block of depth
 // (the same blocks, even_block(k, gemm_kc, 16)), one chain of fused

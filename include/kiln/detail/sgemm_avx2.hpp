@@ -104,7 +104,7 @@ struct small_ops {
   static constexpr bool narrow_products_in_place = true;
   static constexpr std::ptrdiff_t narrow_rows = 32;
   /// Not taken (detail/gemm_small.hpp): an AVX2 build on Zen 4 with it on ran the MLP 0.975×, the CNN
-  /// 1.038× and the transformer 1.009× (5–9 interleaved rounds; docs/performance.md).
+  /// 1.038× and the transformer 1.009× (5–9 interleaved rounds; docs/performance-log.md).
   static constexpr bool l2_operand_in_place = false;
   static vec zero() { return _mm256_setzero_ps(); }
   static vec load(const float* p) { return _mm256_loadu_ps(p); }

@@ -11,7 +11,7 @@
 // Why not Eigen's kernel: on the MLP's shapes (k = 64…784, n = 64) Eigen's
 // GEBP reaches ≈ 70 % of this CPU's FMA peak; this kernel, with blocking
 // chosen for those shapes and no per-call set-up, gets closer (see
-// benchmarks/gemm_benchmark.cpp and docs/performance.md).
+// benchmarks/gemm_benchmark.cpp and docs/performance-log.md).
 //
 // bf16 operands (AVX512-BF16, the same blocking): detail/sgemm_avx512_bf16.hpp.
 //
