@@ -63,12 +63,55 @@ FLOPS_FORMULA = ("flops/sample = 2 (flops per multiply-add) x (3 (forward + 2 ba
                  " - the first layer's, whose input gradient no system computes)")
 
 
-def cpu_model():
+# (vendor, family, first model, last model) -> the core's name: a VM's model
+# name ("AMD EPYC") often does not say which generation it is.
+CPU_KINDS = [
+    ("AuthenticAMD", 23, 0x00, 0xFF, "Zen 1/2"),
+    ("AuthenticAMD", 25, 0x00, 0x0F, "Zen 3"), ("AuthenticAMD", 25, 0x20, 0x5F, "Zen 3"),
+    ("AuthenticAMD", 25, 0x10, 0x1F, "Zen 4"), ("AuthenticAMD", 25, 0x60, 0x7F, "Zen 4"),
+    ("AuthenticAMD", 25, 0xA0, 0xAF, "Zen 4"),
+    ("AuthenticAMD", 26, 0x00, 0xFF, "Zen 5"),
+    ("GenuineIntel", 6, 0x55, 0x55, "Skylake-SP/Cascade Lake"),
+    ("GenuineIntel", 6, 0x6A, 0x6A, "Ice Lake-SP"), ("GenuineIntel", 6, 0x6C, 0x6C, "Ice Lake-D"),
+    ("GenuineIntel", 6, 0x8F, 0x8F, "Sapphire Rapids"), ("GenuineIntel", 6, 0xCF, 0xCF, "Emerald Rapids"),
+]
+
+
+def cpu_flags():
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_model():
+    """The model name, and what tells two machines apart where it does not:
+    family and model, the core's name where known, the vector instruction
+    sets kiln chooses kernels by, and the L2 a core (its GEMM blocking)."""
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if not line.strip():
+                break  # the first processor's block
+            key, _, value = line.partition(":")
+            info[key.strip()] = value.strip()
+    name = info.get("model name", "unknown CPU")
+    try:
+        vendor, family, model = info["vendor_id"], int(info["cpu family"]), int(info["model"])
+    except (KeyError, ValueError):
+        return name
+    kind = next((k for v, fam, lo, hi, k in CPU_KINDS if (v, fam) == (vendor, family) and lo <= model <= hi), None)
+    flags = cpu_flags()
+    isa = ("AVX-512" + (" with AVX512-BF16" if "avx512_bf16" in flags else " without AVX512-BF16")
+           if "avx512f" in flags else "AVX2 + FMA" if {"avx2", "fma"} <= flags else "no AVX2 + FMA")
+    parts = [f"family {family}, model {model}" + (f" ({kind})" if kind else ""), isa]
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            parts.append(f"L2 {f.read().strip()} a core")
+    except OSError:
+        pass
+    return f"{name}; " + "; ".join(parts)
 
 
 def fma_peak(build):
@@ -136,6 +179,16 @@ def systems(build, model, quick=False):
         ("kiln replicate<2>", 2, [kiln, "--threads", "2"] + common, single),
         ("kiln precision<bf16>", 1, [kiln, "--bf16"] + common, single),
     ]
+    # kiln built as for the CPUs this one can stand in for: without
+    # AVX512-BF16 (bf16 rounded in software, as on Ice Lake) and with AVX2
+    # alone; each only where this CPU has more than that build uses.
+    flags = cpu_flags()
+    for exe, label, stands_in in (("kiln_compare_kiln_no_bf16", "-mno-avx512bf16", "avx512_bf16" in flags),
+                                  ("kiln_compare_kiln_avx2", "x86-64-v3", "avx512f" in flags)):
+        path = os.path.join(cmp, exe)
+        if stands_in and os.path.exists(path):
+            out.append((f"kiln, {label}", 1, [path, "--threads", "1"] + common, single))
+            out.append((f"kiln bf16, {label}", 1, [path, "--bf16"] + common, single))
     if model != "transformer":
         out.append(("hand-written Eigen", 1, [os.path.join(cmp, "kiln_compare_eigen")] + common, single))
     torch = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py")]
@@ -181,15 +234,24 @@ def compare(build, model, reps, peak, quick=False):
     flops = FLOPS_PER_SAMPLE[model]
     print(f"{flops / 1e6:.2f} MFLOP per {'window of 64 tokens' if model == 'transformer' else 'sample'}; "
           f"% of peak = {unit} x that / ({peak:.1f} GFLOP/s x threads)")
-    print(f"{'system':<22} {'threads':>7} {unit:>11} {'kiln ÷ it':>10} {'% peak':>7} {'peak RSS':>10}  note")
+    print(f"{'system':<26} {'threads':>7} {unit:>11} {'kiln ÷ it':>10} {'% peak':>7} {'peak RSS':>10}  note")
     for i, (name, threads, _, _) in enumerate(entries):
         med = statistics.median(results[i])
         spread = f"{min(results[i]):.0f}–{max(results[i]):.0f}"
         note = extra[i].get("blas", "")
         note = ("BLAS " + os.path.basename(note.split(" + ")[-1])) if note and note != "none" else ""
         share = f"{100 * med * flops / (peak * 1e9 * threads):>6.1f}%" if name.startswith("kiln") else f"{'':>7}"
-        print(f"{name:<22} {threads:>7} {med:>11,.0f} {base / med:>9.2f}× {share} {memory[i]:>8.0f} MiB  "
+        print(f"{name:<26} {threads:>7} {med:>11,.0f} {base / med:>9.2f}× {share} {memory[i]:>8.0f} MiB  "
               f"range {spread}{'; ' + note if note else ''}; loss {extra[i]['final_loss']:.3f}")
+    # kiln's own ratios, paired round by round (each round's ratio, then their
+    # median): replicate<2> over one thread, and bf16 over f32 in each build.
+    index = {name: i for i, (name, _, _, _) in enumerate(entries)}
+    pairs = [("kiln replicate<2>", "kiln")]
+    pairs += [(n, "kiln" if n == "kiln precision<bf16>" else n.replace("kiln bf16, ", "kiln, "))
+              for n in index if n == "kiln precision<bf16>" or n.startswith("kiln bf16, ")]
+    for a, b in pairs:
+        r = [x / y for x, y in zip(results[index[a]], results[index[b]])]
+        print(f"{a} ÷ {b}: {statistics.median(r):.3f}× by round (range {min(r):.3f}–{max(r):.3f})")
 
 
 def compile_report(build):
