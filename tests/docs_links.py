@@ -2,6 +2,8 @@
 """Every relative link in README.md and docs/*.md names a file that exists,
 and every #anchor a heading of that file (as GitHub makes anchors: lower
 case, punctuation dropped, spaces to hyphens, -1, -2 ... for repeats).
+Not handled (the docs use none): reference-style links, link titles,
+setext headings, emphasis with underscores in a heading.
 
     docs_links.py REPO_ROOT
 
@@ -18,7 +20,7 @@ def prose_lines(text):
     """(number, line) of the lines outside fenced code blocks."""
     fenced = False
     for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("```"):
+        if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
             continue
         if not fenced:
@@ -32,15 +34,19 @@ def slug(heading):
 
 
 def anchors(path):
-    seen, result = {}, set()
+    """The anchors of a file's headings: a repeated one gets the first of
+    -1, -2 ... not taken yet (by an earlier heading of either kind)."""
+    result = set()
     for _, line in prose_lines(path.read_text(encoding="utf-8")):
         m = HEADING.match(line)
         if not m:
             continue
-        base = slug(m.group(2))
-        n = seen.get(base, 0)
-        seen[base] = n + 1
-        result.add(base if n == 0 else f"{base}-{n}")
+        base = anchor = slug(m.group(2))
+        n = 0
+        while anchor in result:
+            n += 1
+            anchor = f"{base}-{n}"
+        result.add(anchor)
     return result
 
 

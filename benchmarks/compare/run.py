@@ -19,6 +19,7 @@ Then it compiles each kiln example once more, alone, with the build's own
 command line, and reports the compiler's wall time and peak memory.
 """
 import argparse
+import glob
 import json
 import os
 import shlex
@@ -63,15 +64,20 @@ FLOPS_FORMULA = ("flops/sample = 2 (flops per multiply-add) x (3 (forward + 2 ba
                  " - the first layer's, whose input gradient no system computes)")
 
 
-# (vendor, family, first model, last model) -> the core's name: a VM's model
-# name ("AMD EPYC") often does not say which generation it is.
+# (vendor, family, first model, last model, the core's name), as Linux's
+# arch/x86/kernel/cpu/amd.c and intel-family.h give them: a VM's model name
+# ("AMD EPYC") often does not say which generation it is.
 CPU_KINDS = [
-    ("AuthenticAMD", 23, 0x00, 0xFF, "Zen 1/2"),
+    ("AuthenticAMD", 23, 0x00, 0x2F, "Zen 1"), ("AuthenticAMD", 23, 0x50, 0x5F, "Zen 1"),
+    ("AuthenticAMD", 23, 0x30, 0x4F, "Zen 2"), ("AuthenticAMD", 23, 0x60, 0x7F, "Zen 2"),
+    ("AuthenticAMD", 23, 0x90, 0x91, "Zen 2"), ("AuthenticAMD", 23, 0xA0, 0xAF, "Zen 2"),
     ("AuthenticAMD", 25, 0x00, 0x0F, "Zen 3"), ("AuthenticAMD", 25, 0x20, 0x5F, "Zen 3"),
-    ("AuthenticAMD", 25, 0x10, 0x1F, "Zen 4"), ("AuthenticAMD", 25, 0x60, 0x7F, "Zen 4"),
-    ("AuthenticAMD", 25, 0xA0, 0xAF, "Zen 4"),
-    ("AuthenticAMD", 26, 0x00, 0xFF, "Zen 5"),
-    ("GenuineIntel", 6, 0x55, 0x55, "Skylake-SP/Cascade Lake"),
+    ("AuthenticAMD", 25, 0x10, 0x1F, "Zen 4"), ("AuthenticAMD", 25, 0x60, 0xAF, "Zen 4"),
+    ("AuthenticAMD", 26, 0x00, 0x2F, "Zen 5"), ("AuthenticAMD", 26, 0x40, 0x4F, "Zen 5"),
+    ("AuthenticAMD", 26, 0x60, 0x7F, "Zen 5"),
+    ("AuthenticAMD", 26, 0x50, 0x5F, "Zen 6"), ("AuthenticAMD", 26, 0x80, 0xAF, "Zen 6"),
+    ("AuthenticAMD", 26, 0xC0, 0xCF, "Zen 6"),
+    ("GenuineIntel", 6, 0x55, 0x55, "Skylake-SP/Cascade Lake/Cooper Lake"),
     ("GenuineIntel", 6, 0x6A, 0x6A, "Ice Lake-SP"), ("GenuineIntel", 6, 0x6C, 0x6C, "Ice Lake-D"),
     ("GenuineIntel", 6, 0x8F, 0x8F, "Sapphire Rapids"), ("GenuineIntel", 6, 0xCF, 0xCF, "Emerald Rapids"),
 ]
@@ -106,11 +112,16 @@ def cpu_model():
     isa = ("AVX-512" + (" with AVX512-BF16" if "avx512_bf16" in flags else " without AVX512-BF16")
            if "avx512f" in flags else "AVX2 + FMA" if {"avx2", "fma"} <= flags else "no AVX2 + FMA")
     parts = [f"family {family}, model {model}" + (f" ({kind})" if kind else ""), isa]
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
-            parts.append(f"L2 {f.read().strip()} a core")
-    except OSError:
-        pass
+    for index in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+        try:
+            with open(os.path.join(index, "level")) as f:
+                if f.read().strip() != "2":
+                    continue
+            with open(os.path.join(index, "size")) as f:
+                parts.append(f"L2 {f.read().strip()} (cpu0's)")
+            break
+        except OSError:
+            continue
     return f"{name}; " + "; ".join(parts)
 
 
