@@ -83,32 +83,34 @@ CPU_KINDS = [
 ]
 
 
-def cpu_flags():
+def cpu_info():
+    """The first processor's fields in /proc/cpuinfo."""
+    info = {}
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    return set()
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            info[key.strip()] = value.strip()
+    return info
+
+
+def cpu_flags():
+    return set(cpu_info().get("flags", "").split())
 
 
 def cpu_model():
     """The model name, and what tells two machines apart where it does not:
     family and model, the core's name where known, the vector instruction
     sets kiln chooses kernels by, and the L2 a core (its GEMM blocking)."""
-    info = {}
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if not line.strip():
-                break  # the first processor's block
-            key, _, value = line.partition(":")
-            info[key.strip()] = value.strip()
+    info = cpu_info()
     name = info.get("model name", "unknown CPU")
     try:
         vendor, family, model = info["vendor_id"], int(info["cpu family"]), int(info["model"])
     except (KeyError, ValueError):
         return name
     kind = next((k for v, fam, lo, hi, k in CPU_KINDS if (v, fam) == (vendor, family) and lo <= model <= hi), None)
-    flags = cpu_flags()
+    flags = set(info.get("flags", "").split())
     isa = ("AVX-512" + (" with AVX512-BF16" if "avx512_bf16" in flags else " without AVX512-BF16")
            if "avx512f" in flags else "AVX2 + FMA" if {"avx2", "fma"} <= flags else "no AVX2 + FMA")
     parts = [f"family {family}, model {model}" + (f" ({kind})" if kind else ""), isa]
@@ -193,6 +195,7 @@ def systems(build, model, quick=False):
     # kiln built as for the CPUs this one can stand in for: without
     # AVX512-BF16 (bf16 rounded in software, as on Ice Lake) and with AVX2
     # alone; each only where this CPU has more than that build uses.
+    pairs = [("kiln replicate<2>", "kiln"), ("kiln precision<bf16>", "kiln")]
     flags = cpu_flags()
     for exe, label, stands_in in (("kiln_compare_kiln_no_bf16", "-mno-avx512bf16", "avx512_bf16" in flags),
                                   ("kiln_compare_kiln_avx2", "x86-64-v3", "avx512f" in flags)):
@@ -200,6 +203,7 @@ def systems(build, model, quick=False):
         if stands_in and os.path.exists(path):
             out.append((f"kiln, {label}", 1, [path, "--threads", "1"] + common, single))
             out.append((f"kiln bf16, {label}", 1, [path, "--bf16"] + common, single))
+            pairs.append((f"kiln bf16, {label}", f"kiln, {label}"))
     if model != "transformer":
         out.append(("hand-written Eigen", 1, [os.path.join(cmp, "kiln_compare_eigen")] + common, single))
     torch = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py")]
@@ -220,11 +224,11 @@ def systems(build, model, quick=False):
     if os.path.exists(dlib) and model != "transformer":
         out.append(("dlib dnn_trainer", 1, [dlib, "--driver", "trainer"] + common, single))
         out.append(("dlib manual step", 1, [dlib, "--driver", "manual"] + common, single))
-    return out
+    return out, pairs
 
 
 def compare(build, model, reps, peak, quick=False):
-    entries = systems(build, model, quick)
+    entries, pairs = systems(build, model, quick)
     results = {i: [] for i in range(len(entries))}
     memory = {i: 0.0 for i in range(len(entries))}
     extra = {}
@@ -257,9 +261,6 @@ def compare(build, model, reps, peak, quick=False):
     # kiln's own ratios, paired round by round (each round's ratio, then their
     # median): replicate<2> over one thread, and bf16 over f32 in each build.
     index = {name: i for i, (name, _, _, _) in enumerate(entries)}
-    pairs = [("kiln replicate<2>", "kiln")]
-    pairs += [(n, "kiln" if n == "kiln precision<bf16>" else n.replace("kiln bf16, ", "kiln, "))
-              for n in index if n == "kiln precision<bf16>" or n.startswith("kiln bf16, ")]
     for a, b in pairs:
         r = [x / y for x, y in zip(results[index[a]], results[index[b]])]
         print(f"{a} ÷ {b}: {statistics.median(r):.3f}× by round (range {min(r):.3f}–{max(r):.3f})")
