@@ -309,8 +309,8 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
   }
 #endif
   // (i ≤ n on every path; counted down from what is left, not `i < n`: with the latter GCC 12 warns, on the
-  // AVX2 path inlined into a caller's 64-float block, that some iteration overflows y, which -Werror makes an
-  // error in a user's build; none does)
+  // AVX2 path inlined into its callers (sum_exp_shifted's 64-float block, softmax_cross_entropy's evaluate),
+  // that some iteration overflows y, which -Werror makes an error in a user's build; none does)
   for (std::size_t left = n - i; left > 0; --left, ++i) y[i] = exp_by((x[i] - m) - l, library_fma{}) * scale;
 }
 
