@@ -260,7 +260,7 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
   const __m512d inv = _mm512_set1_pd(inv_ln2_32), sh = _mm512_set1_pd(shift), one = _mm512_set1_pd(1.0);
   const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 8),
                 t2 = _mm512_loadu_si512(table + 16), t3 = _mm512_loadu_si512(table + 24);
-  for (; i < n; i += n - i >= 8 ? 8 : n - i) {
+  for (; i < n; i += 8) {
     const __mmask8 lanes = n - i >= 8 ? __mmask8(0xFF) : static_cast<__mmask8>((1u << (n - i)) - 1);
     const __m512 x16 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(lanes), x + i);
     const __m512 a16 = _mm512_sub_ps(_mm512_sub_ps(x16, _mm512_set1_ps(m)), _mm512_set1_ps(l));
@@ -319,8 +319,7 @@ inline void exp_shifted(const float* x, float m, float l, float scale, float* y,
     return;
   }
 #endif
-  // (i ≤ n on every path)
-  for (std::size_t left = n - i; left > 0; --left, ++i) y[i] = exp_by((x[i] - m) - l, library_fma{}) * scale;
+  for (; i < n; ++i) y[i] = exp_by((x[i] - m) - l, library_fma{}) * scale;
 }
 
 /// Σ e^(x[i] − m) in index order, without storing the values.
