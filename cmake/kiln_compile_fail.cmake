@@ -24,6 +24,11 @@ string(REGEX REPLACE "^// misuse-flags: " "" _misuse_flags "${_misuse_flags}")
 separate_arguments(_case_flags UNIX_COMMAND "${_case_flags}")
 separate_arguments(_misuse_flags UNIX_COMMAND "${_misuse_flags}")
 list(APPEND _flags ${_case_flags})
+# -DPCH=<file> -DPCH_FLAGS=<flags>: kiln/kiln.hpp precompiled with these very
+# flags (tests/CMakeLists.txt). A case with flags of its own parses the header.
+if(DEFINED PCH AND EXISTS "${PCH}" AND NOT _case_flags AND NOT _misuse_flags)
+  list(PREPEND _flags ${PCH_FLAGS})
+endif()
 
 execute_process(COMMAND ${CXX} ${_flags} ${SOURCE} RESULT_VARIABLE ok_rc ERROR_VARIABLE ok_err OUTPUT_QUIET)
 if(NOT ok_rc EQUAL 0)
