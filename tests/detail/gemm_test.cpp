@@ -25,6 +25,9 @@
 #include <new>
 #include <cstddef>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace {
@@ -521,6 +524,33 @@ TEST(gemm, blocking_follows_the_cpu_caches) {
   EXPECT_EQ(tiny.nc, 8);
   EXPECT_GT(kiln::detail::cpu_caches().l2, 0);
   EXPECT_GT(kiln::detail::cpu_caches().l3, 0);
+}
+
+TEST(gemm, cache_sizes_from_sys_by_level_and_type_not_by_index) {
+  // /sys numbers a CPU's caches index0, index1, … in no promised order; each
+  // names its level and type. A fake tree where index2 is the L3 and a
+  // level-2 instruction cache comes before the unified L2:
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "kiln_fake_sys_cache";
+  fs::remove_all(dir);
+  const auto cache = [&](int index, const char* level, const char* type, const char* size) {
+    const fs::path d = dir / ("index" + std::to_string(index));
+    fs::create_directories(d);
+    std::ofstream(d / "level") << level << "\n";
+    std::ofstream(d / "type") << type << "\n";
+    std::ofstream(d / "size") << size << "\n";
+  };
+  cache(0, "2", "Instruction", "64K");
+  cache(1, "1", "Data", "48K");
+  cache(2, "3", "Unified", "32M");
+  cache(3, "2", "Unified", "1280K");
+  using kiln::detail::gemm_detail::sys_cache_bytes_of_level;
+  EXPECT_EQ(sys_cache_bytes_of_level(dir.c_str(), 1), 48 << 10);
+  EXPECT_EQ(sys_cache_bytes_of_level(dir.c_str(), 2), 1280 << 10);
+  EXPECT_EQ(sys_cache_bytes_of_level(dir.c_str(), 3), 32 << 20);
+  EXPECT_EQ(sys_cache_bytes_of_level(dir.c_str(), 4), 0) << "no such level";
+  EXPECT_EQ(sys_cache_bytes_of_level((dir / "missing").c_str(), 2), 0);
+  fs::remove_all(dir);
 }
 
 TEST(gemm, says_which_kernel_it_runs) {

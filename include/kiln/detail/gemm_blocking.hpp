@@ -32,6 +32,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace kiln::detail {
 
@@ -64,10 +66,39 @@ inline std::ptrdiff_t sys_cache_bytes(const char* path) {
   if (read < 1 || value <= 0) return 0;
   return static_cast<std::ptrdiff_t>(value) * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
 }
-/// sysconf's answer where it has one (glibc), else the /sys file's.
-inline std::ptrdiff_t cache_bytes(int sysconf_name, const char* sys_path) {
-  const long v = ::sysconf(sysconf_name);
-  return v > 0 ? static_cast<std::ptrdiff_t>(v) : sys_cache_bytes(sys_path);
+/// The first word of a small text file (at most 15 characters); false if none.
+inline bool sys_word(const char* path, char (&word)[16]) {
+  word[0] = 0;
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  const int read = std::fscanf(f, "%15s", word);
+  std::fclose(f);
+  return read == 1;
+}
+/// The size in bytes of the cache of this level that holds data (type
+/// "Data" or "Unified", not "Instruction") among `dir`/index0 … index15
+/// (cpu0's are in /sys/devices/system/cpu/cpu0/cache: each indexN names
+/// its level, type and size; N is an enumeration, not the level), or 0.
+inline std::ptrdiff_t sys_cache_bytes_of_level(const char* dir, int level) {
+  char path[512], word[16];
+  for (int i = 0; i < 16; ++i) {
+    std::snprintf(path, sizeof path, "%s/index%d/level", dir, i);
+    if (!sys_word(path, word) || std::atoi(word) != level) continue;
+    std::snprintf(path, sizeof path, "%s/index%d/type", dir, i);
+    if (!sys_word(path, word) || (std::strcmp(word, "Data") != 0 && std::strcmp(word, "Unified") != 0)) continue;
+    std::snprintf(path, sizeof path, "%s/index%d/size", dir, i);
+    return sys_cache_bytes(path);
+  }
+  return 0;
+}
+/// The size in bytes of this CPU's level 2 or 3 cache: sysconf's answer
+/// where it has one (glibc), else /sys's for cpu0.
+inline std::ptrdiff_t cache_bytes(int level) {
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+  const long v = ::sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
+  if (v > 0) return static_cast<std::ptrdiff_t>(v);
+#endif
+  return sys_cache_bytes_of_level("/sys/devices/system/cpu/cpu0/cache", level);
 }
 }  // namespace gemm_detail
 
@@ -77,13 +108,8 @@ inline std::ptrdiff_t cache_bytes(int sysconf_name, const char* sys_path) {
 inline const cache_sizes& cpu_caches() {
   static const cache_sizes sizes = [] {
     cache_sizes s;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    s.l2 = gemm_detail::cache_bytes(_SC_LEVEL2_CACHE_SIZE, "/sys/devices/system/cpu/cpu0/cache/index2/size");
-    s.l3 = gemm_detail::cache_bytes(_SC_LEVEL3_CACHE_SIZE, "/sys/devices/system/cpu/cpu0/cache/index3/size");
-#else
-    s.l2 = gemm_detail::sys_cache_bytes("/sys/devices/system/cpu/cpu0/cache/index2/size");
-    s.l3 = gemm_detail::sys_cache_bytes("/sys/devices/system/cpu/cpu0/cache/index3/size");
-#endif
+    s.l2 = gemm_detail::cache_bytes(2);
+    s.l3 = gemm_detail::cache_bytes(3);
     if (s.l2 <= 0) s.l2 = 512 * 1024;
     if (s.l3 <= 0) s.l3 = 8 * 1024 * 1024;
     return s;
