@@ -531,7 +531,8 @@ TEST(gemm, cache_sizes_from_sys_by_level_and_type_not_by_index) {
   // names its level and type. A fake tree where index2 is the L3 and a
   // level-2 instruction cache comes before the unified L2:
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "kiln_fake_sys_cache";
+  // (this file is built into several test programs, which CTest may run at once: one tree each)
+  const fs::path dir = fs::path(::testing::TempDir()) / ("kiln_fake_sys_cache_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const auto cache = [&](int index, const char* level, const char* type, const char* size) {
     const fs::path d = dir / ("index" + std::to_string(index));
