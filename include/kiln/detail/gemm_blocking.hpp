@@ -55,17 +55,6 @@ struct cache_sizes {
 };
 
 namespace gemm_detail {
-/// A size in bytes from a /sys cache file ("1024K", "32768K"), or 0.
-inline std::ptrdiff_t sys_cache_bytes(const char* path) {
-  std::FILE* f = std::fopen(path, "r");
-  if (!f) return 0;
-  long value = 0;
-  char unit = 0;
-  const int read = std::fscanf(f, "%ld%c", &value, &unit);
-  std::fclose(f);
-  if (read < 1 || value <= 0) return 0;
-  return static_cast<std::ptrdiff_t>(value) * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
-}
 /// The first word of a small text file (at most 15 characters); false if none.
 inline bool sys_word(const char* path, char (&word)[16]) {
   word[0] = 0;
@@ -75,25 +64,37 @@ inline bool sys_word(const char* path, char (&word)[16]) {
   std::fclose(f);
   return read == 1;
 }
+/// A size in bytes from a /sys cache file ("1024K", "32768K"), or 0.
+inline std::ptrdiff_t sys_cache_bytes(const char* path) {
+  char word[16];
+  if (!sys_word(path, word)) return 0;
+  char* unit = nullptr;
+  const long value = std::strtol(word, &unit, 10);
+  if (value <= 0) return 0;
+  return static_cast<std::ptrdiff_t>(value) * (*unit == 'K' ? 1024 : *unit == 'M' ? 1024 * 1024 : 1);
+}
 /// The size in bytes of the cache of this level that holds data (type
 /// "Data" or "Unified", not "Instruction") among `dir`/index0 … index15
 /// (cpu0's are in /sys/devices/system/cpu/cpu0/cache: each indexN names
 /// its level, type and size; N is an enumeration, not the level), or 0.
 inline std::ptrdiff_t sys_cache_bytes_of_level(const char* dir, int level) {
   char path[512], word[16];
+  // path = dir/indexN/file; false when it would not fit (no such file, then)
+  const auto file = [&](int n, const char* name) {
+    return std::snprintf(path, sizeof path, "%s/index%d/%s", dir, n, name) < static_cast<int>(sizeof path);
+  };
   for (int i = 0; i < 16; ++i) {
-    std::snprintf(path, sizeof path, "%s/index%d/level", dir, i);
-    if (!sys_word(path, word) || std::atoi(word) != level) continue;
-    std::snprintf(path, sizeof path, "%s/index%d/type", dir, i);
-    if (!sys_word(path, word) || (std::strcmp(word, "Data") != 0 && std::strcmp(word, "Unified") != 0)) continue;
-    std::snprintf(path, sizeof path, "%s/index%d/size", dir, i);
-    return sys_cache_bytes(path);
+    if (!file(i, "level") || !sys_word(path, word) || std::atoi(word) != level) continue;
+    if (!file(i, "type") || !sys_word(path, word) || (std::strcmp(word, "Data") != 0 && std::strcmp(word, "Unified") != 0))
+      continue;
+    return file(i, "size") ? sys_cache_bytes(path) : 0;
   }
   return 0;
 }
-/// The size in bytes of this CPU's level 2 or 3 cache: sysconf's answer
-/// where it has one (glibc), else /sys's for cpu0.
+/// The size in bytes of this CPU's level 2 or 3 cache (0 for another
+/// level): sysconf's answer where it has one (glibc), else /sys's for cpu0.
 inline std::ptrdiff_t cache_bytes(int level) {
+  if (level != 2 && level != 3) return 0;
 #if defined(_SC_LEVEL2_CACHE_SIZE)
   const long v = ::sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
   if (v > 0) return static_cast<std::ptrdiff_t>(v);
